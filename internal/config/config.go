@@ -1,0 +1,162 @@
+// Package config reads the ini file that Magnum's Python services read (magnum.conf), with the
+// oslo.config conventions that matter: sections, "key = value", repeated files where later ones win,
+// booleans in oslo's spellings, and list values separated by commas. Unknown keys are ignored.
+//
+// It is a leaf package: each consumer (rpc, the DB store, the bridge's own settings) turns the keys it
+// owns into its own typed options with the getters below, which name the section and key in every
+// error so that a bad value is refused at start-up with a message an operator can act on.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/ini.v1"
+)
+
+// File is a parsed magnum.conf (possibly several files merged, later ones winning).
+type File struct {
+	ini   *ini.File
+	Paths []string
+}
+
+// Load reads one or more ini files, in order. A missing or unreadable file is an error.
+func Load(paths ...string) (*File, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("config: no configuration file given")
+	}
+	f := ini.Empty(ini.LoadOptions{AllowShadows: false, Insensitive: false, IgnoreInlineComment: true})
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := f.Append(data); err != nil {
+			return nil, fmt.Errorf("config: parse %s: %w", p, err)
+		}
+	}
+	return &File{ini: f, Paths: paths}, nil
+}
+
+// Parse reads configuration from text; used by tests and tools.
+func Parse(text string) (*File, error) {
+	f, err := ini.LoadSources(ini.LoadOptions{IgnoreInlineComment: true}, []byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("config: parse: %w", err)
+	}
+	return &File{ini: f}, nil
+}
+
+// Error names the offending key, e.g. "[database] connection: unsupported scheme".
+type Error struct {
+	Section, Key, Reason string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("[%s] %s: %s", e.Section, e.Key, e.Reason) }
+
+// Lookup returns the raw value and whether the key is set. oslo.config treats "[DEFAULT]" keys as
+// visible in every section only for interpolation, which Magnum does not use, so neither do we.
+func (f *File) Lookup(section, key string) (string, bool) {
+	if f == nil || f.ini == nil {
+		return "", false
+	}
+	s, err := f.ini.GetSection(section)
+	if err != nil || !s.HasKey(key) {
+		return "", false
+	}
+	return strings.TrimSpace(s.Key(key).String()), true
+}
+
+// String returns the value or def when unset.
+func (f *File) String(section, key, def string) string {
+	if v, ok := f.Lookup(section, key); ok {
+		return v
+	}
+	return def
+}
+
+// Bool parses oslo.config's boolean spellings.
+func (f *File) Bool(section, key string, def bool) (bool, error) {
+	v, ok := f.Lookup(section, key)
+	if !ok || v == "" {
+		return def, nil
+	}
+	switch strings.ToLower(v) {
+	case "true", "1", "yes", "on", "y", "t":
+		return true, nil
+	case "false", "0", "no", "off", "n", "f":
+		return false, nil
+	}
+	return def, &Error{section, key, fmt.Sprintf("%q is not a boolean", v)}
+}
+
+// Int parses an integer, optionally bounded (min <= v <= max when max > min).
+func (f *File) Int(section, key string, def, min, max int) (int, error) {
+	v, ok := f.Lookup(section, key)
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return def, &Error{section, key, fmt.Sprintf("%q is not an integer", v)}
+	}
+	if max > min && (n < min || n > max) {
+		return def, &Error{section, key, fmt.Sprintf("%d is outside [%d, %d]", n, min, max)}
+	}
+	return n, nil
+}
+
+// Float parses a floating point number.
+func (f *File) Float(section, key string, def float64) (float64, error) {
+	v, ok := f.Lookup(section, key)
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return def, &Error{section, key, fmt.Sprintf("%q is not a number", v)}
+	}
+	return n, nil
+}
+
+// Seconds parses an integer number of seconds as a duration.
+func (f *File) Seconds(section, key string, def time.Duration) (time.Duration, error) {
+	v, ok := f.Lookup(section, key)
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 {
+		return def, &Error{section, key, fmt.Sprintf("%q is not a non-negative number of seconds", v)}
+	}
+	return time.Duration(n * float64(time.Second)), nil
+}
+
+// List splits a comma-separated value, dropping empty items.
+func (f *File) List(section, key string, def []string) []string {
+	v, ok := f.Lookup(section, key)
+	if !ok {
+		return def
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// OneOf checks that a value is one of the allowed choices.
+func (f *File) OneOf(section, key, def string, choices ...string) (string, error) {
+	v := f.String(section, key, def)
+	for _, c := range choices {
+		if v == c {
+			return v, nil
+		}
+	}
+	return def, &Error{section, key, fmt.Sprintf("%q is not one of %s", v, strings.Join(choices, ", "))}
+}

@@ -1,0 +1,283 @@
+package templates
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// API groups of the objects rendered.
+const (
+	InfraGroupVersion        = "infrastructure.cluster.x-k8s.io/v1beta2"
+	ControlPlaneGroupVersion = "controlplane.cluster.x-k8s.io/v1beta2"
+	BootstrapGroupVersion    = "bootstrap.cluster.x-k8s.io/v1beta2"
+	// WorkerClass is the MachineDeployment class every worker node group uses.
+	WorkerClass = "default-worker"
+	// Autoscaler annotations read by the cluster-autoscaler's Cluster API provider.
+	AutoscalerMinAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+	AutoscalerMaxAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+)
+
+// Rendered is the result of a rendering: the class objects (shared by every cluster whose rendering
+// gives the same content) and the cluster itself.
+type Rendered struct {
+	ClassName    string
+	ClassObjects []*unstructured.Unstructured
+	Cluster      *unstructured.Unstructured
+	Version      string
+	// Unimplemented lists the labels the bridge does not implement, for the status reason.
+	Unimplemented []string
+}
+
+// Render maps the input to Kubernetes objects. Errors are *LabelError (the tenant fixes a label) or
+// plain errors describing an input the mapping cannot express.
+func Render(in Input) (*Rendered, error) {
+	unimplemented, err := ValidateLabels(in.Flavor, in.Cluster.Labels)
+	if err != nil {
+		return nil, err
+	}
+	version, err := KubernetesVersion(in.Cluster.Labels, in.Template.ImageID, in.DefaultKubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	var class []*unstructured.Unstructured
+	switch in.Flavor {
+	case FlavorInMemory:
+		class, err = inMemoryClass(in)
+	default:
+		return nil, fmt.Errorf("infrastructure flavor %q cannot render clusters yet", in.Flavor)
+	}
+	if err != nil {
+		return nil, err
+	}
+	className := nameClass(class)
+	for _, o := range class {
+		o.SetNamespace(in.Namespace)
+		// Only labels that follow from the content: templates with equal renderings share the class.
+		o.SetLabels(mergeMaps(o.GetLabels(), map[string]string{LabelManagedBy: ManagedByValue}))
+	}
+	cluster, err := clusterObject(in, className, version)
+	if err != nil {
+		return nil, err
+	}
+	return &Rendered{ClassName: className, ClassObjects: class, Cluster: cluster, Version: version, Unimplemented: unimplemented}, nil
+}
+
+// classPlaceholder stands for the class name while the content hash is computed.
+const classPlaceholder = "CLASSNAME"
+
+// nameClass names the class after its content, so a template edited or re-created later renders a
+// new class and never changes one a live cluster uses. It rewrites the placeholder in every object.
+func nameClass(objs []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, o := range objs {
+		b, _ := json.Marshal(o.Object) // map keys are sorted by encoding/json
+		h.Write(b)
+	}
+	name := "magnum-" + hex.EncodeToString(h.Sum(nil))[:12]
+	for _, o := range objs {
+		replacePlaceholder(o.Object, name)
+	}
+	return name
+}
+
+func replacePlaceholder(v any, name string) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if s, ok := x.(string); ok && len(s) >= len(classPlaceholder) && s[:len(classPlaceholder)] == classPlaceholder {
+				t[k] = name + s[len(classPlaceholder):]
+				continue
+			}
+			replacePlaceholder(x, name)
+		}
+	case []any:
+		for _, x := range t {
+			replacePlaceholder(x, name)
+		}
+	}
+}
+
+func obj(apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetName(name)
+	return u
+}
+
+func toUnstructured(o runtime.Object, apiVersion, kind string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	// The converter keeps zero-valued metadata and status the apiserver would reject or ignore.
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u, nil
+}
+
+func inMemoryClass(in Input) ([]*unstructured.Unstructured, error) {
+	startup, err := time.ParseDuration(labelOr(in.Cluster.Labels, "inmemory_machine_startup"))
+	if err != nil {
+		return nil, &LabelError{Label: "inmemory_machine_startup", Value: in.Cluster.Labels["inmemory_machine_startup"], Reason: "want a duration"}
+	}
+	fast := map[string]any{"startupDuration": "2s", "startupJitter": "0.2"}
+	clusterTmpl := obj(InfraGroupVersion, "DevClusterTemplate", classPlaceholder+"-cluster", map[string]any{
+		"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}},
+	})
+	machineTmpl := obj(InfraGroupVersion, "DevMachineTemplate", classPlaceholder+"-machine", map[string]any{
+		"template": map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{
+			"vm":        map[string]any{"provisioning": map[string]any{"startupDuration": startup.String(), "startupJitter": "0.2"}},
+			"node":      map[string]any{"provisioning": fast},
+			"apiServer": map[string]any{"provisioning": fast},
+			"etcd":      map[string]any{"provisioning": fast},
+		}}}},
+	})
+	cpTmpl := obj(ControlPlaneGroupVersion, "KubeadmControlPlaneTemplate", classPlaceholder+"-control-plane", map[string]any{
+		"template": map[string]any{"spec": map[string]any{"kubeadmConfigSpec": map[string]any{
+			"clusterConfiguration": map[string]any{"apiServer": map[string]any{"certSANs": []any{"localhost", "127.0.0.1"}}},
+		}}},
+	})
+	workerTmpl := obj(BootstrapGroupVersion, "KubeadmConfigTemplate", classPlaceholder+"-worker", map[string]any{
+		"template": map[string]any{"spec": map[string]any{"joinConfiguration": map[string]any{
+			"nodeRegistration": map[string]any{"criSocket": "unix:///var/run/containerd/containerd.sock"},
+		}}},
+	})
+	class := &clusterv1.ClusterClass{
+		ObjectMeta: metav1.ObjectMeta{Name: classPlaceholder},
+		Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: ref(InfraGroupVersion, "DevClusterTemplate", classPlaceholder+"-cluster")},
+			ControlPlane: clusterv1.ControlPlaneClass{
+				TemplateRef: ref(ControlPlaneGroupVersion, "KubeadmControlPlaneTemplate", classPlaceholder+"-control-plane"),
+				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{
+					TemplateRef: ref(InfraGroupVersion, "DevMachineTemplate", classPlaceholder+"-machine"),
+				},
+			},
+			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
+				Class:          WorkerClass,
+				Bootstrap:      clusterv1.MachineDeploymentClassBootstrapTemplate{TemplateRef: ref(BootstrapGroupVersion, "KubeadmConfigTemplate", classPlaceholder+"-worker")},
+				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{TemplateRef: ref(InfraGroupVersion, "DevMachineTemplate", classPlaceholder+"-machine")},
+			}}},
+		},
+	}
+	if labelBool(in.Cluster.Labels, "auto_healing_enabled") {
+		class.Spec.Workers.MachineDeployments[0].HealthCheck = workerHealthCheck()
+	}
+	cc, err := toUnstructured(class, clusterv1.GroupVersion.String(), "ClusterClass")
+	if err != nil {
+		return nil, err
+	}
+	return []*unstructured.Unstructured{clusterTmpl, machineTmpl, cpTmpl, workerTmpl, cc}, nil
+}
+
+// workerHealthCheck replaces a worker whose node is not Ready for 5 minutes or never joins.
+func workerHealthCheck() clusterv1.MachineDeploymentClassHealthCheck {
+	return clusterv1.MachineDeploymentClassHealthCheck{
+		Checks: clusterv1.MachineDeploymentClassHealthCheckChecks{
+			NodeStartupTimeoutSeconds: ptr.To[int32](600),
+			UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](300)},
+				{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](300)},
+			},
+		},
+	}
+}
+
+func ref(apiVersion, kind, name string) clusterv1.ClusterClassTemplateReference {
+	return clusterv1.ClusterClassTemplateReference{APIVersion: apiVersion, Kind: kind, Name: name}
+}
+
+func clusterObject(in Input, className, version string) (*unstructured.Unstructured, error) {
+	var controlPlane *NodeGroup
+	var workers []NodeGroup
+	for i := range in.NodeGroups {
+		if in.NodeGroups[i].IsControlPlane() {
+			if controlPlane != nil {
+				return nil, fmt.Errorf("cluster has more than one control-plane node group (%s, %s)", controlPlane.Name, in.NodeGroups[i].Name)
+			}
+			controlPlane = &in.NodeGroups[i]
+			continue
+		}
+		workers = append(workers, in.NodeGroups[i])
+	}
+	if controlPlane == nil {
+		return nil, fmt.Errorf("cluster has no control-plane node group")
+	}
+	// Default groups first, then by name: a stable order keeps server-side apply from reordering.
+	sort.SliceStable(workers, func(i, j int) bool {
+		if workers[i].IsDefault != workers[j].IsDefault {
+			return workers[i].IsDefault
+		}
+		return workers[i].Name < workers[j].Name
+	})
+	name := ClusterName(in.Cluster.Name, in.Cluster.UUID)
+	c := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: in.Namespace,
+			Labels: map[string]string{
+				LabelManagedBy: ManagedByValue, LabelClusterUUID: in.Cluster.UUID,
+				LabelProjectID: in.Cluster.ProjectID, LabelTemplateUUID: in.Template.UUID,
+			},
+			Annotations: map[string]string{AnnotationName: in.Cluster.Name},
+		},
+		Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{"10.100.0.0/16"}},
+				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{"10.254.0.0/16"}},
+				ServiceDomain: "cluster.local",
+			},
+			Topology: clusterv1.Topology{
+				ClassRef:     clusterv1.ClusterClassRef{Name: className},
+				Version:      version,
+				ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To(int32(controlPlane.NodeCount))},
+			},
+		},
+	}
+	autoscale := labelBool(in.Cluster.Labels, "auto_scaling_enabled")
+	for _, ng := range workers {
+		md := clusterv1.MachineDeploymentTopology{
+			Class: WorkerClass,
+			Name:  MachineDeploymentName(ng),
+			Metadata: clusterv1.ObjectMeta{
+				Labels:      map[string]string{LabelNodeGroupUUID: ng.UUID},
+				Annotations: map[string]string{AnnotationNGName: ng.Name},
+			},
+		}
+		if autoscale && ng.MaxNodeCount != nil {
+			// Replicas stay unset so the autoscaler owns them; CAPI starts the group at the minimum.
+			md.Metadata.Annotations[AutoscalerMinAnnotation] = strconv.Itoa(ng.MinNodeCount)
+			md.Metadata.Annotations[AutoscalerMaxAnnotation] = strconv.Itoa(*ng.MaxNodeCount)
+		} else {
+			md.Replicas = ptr.To(int32(ng.NodeCount))
+		}
+		c.Spec.Topology.Workers.MachineDeployments = append(c.Spec.Topology.Workers.MachineDeployments, md)
+	}
+	return toUnstructured(c, clusterv1.GroupVersion.String(), "Cluster")
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,49 @@
+// Package testutil finds what tests share: the reference fixtures next to the checkout and the
+// addresses of the real services (RabbitMQ, MariaDB, PostgreSQL) the tests talk to. Defaults are the
+// services every development and CI machine runs on loopback; environment variables override them.
+package testutil
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// RepoRoot is the directory holding go.mod.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// SharedDir is the read-only reference folder (`shared/`), by default `../shared` from the
+// repository root; MCB_SHARED_DIR overrides it.
+func SharedDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("MCB_SHARED_DIR")
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(), "..", "shared")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fixtures")); err != nil {
+		t.Fatalf("reference fixtures not found at %s (set MCB_SHARED_DIR): %v", dir, err)
+	}
+	return dir
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// AMQPURL is the RabbitMQ the tests use.
+func AMQPURL() string { return env("MCB_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/") }
+
+// MySQLDSN is a go-sql-driver DSN for a MariaDB account that may create databases.
+func MySQLDSN() string { return env("MCB_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/") }
+
+// PostgresURL is a URL for a PostgreSQL role that may create databases.
+func PostgresURL() string {
+	return env("MCB_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+}
