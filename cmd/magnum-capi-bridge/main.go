@@ -1,0 +1,81 @@
+// Command magnum-capi-bridge replaces magnum-conductor for Cluster API clusters. It reads the same
+// magnum.conf as the Python services (plus its own [bridge] section) and serves magnum-api's RPC.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/app"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("magnum-capi-bridge", flag.ContinueOnError)
+	var files fileList
+	fs.Var(&files, "config-file", "configuration file, repeatable; later files win (default: "+strings.Join(app.DefaultConfigFiles, ", ")+")")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	check := fs.Bool("check-config", false, "load and validate the configuration, connect to every dependency, then exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `magnum-capi-bridge %s — OpenStack Magnum's conductor for Cluster API clusters.
+
+It consumes magnum-api's RPC (oslo.messaging on RabbitMQ), owns Magnum's cluster, nodegroup,
+x509keypair and magnum_service rows, and builds clusters with Cluster API in a management cluster.
+Configuration: magnum.conf ([DEFAULT] transport_url/host, [database] connection,
+[oslo_messaging_rabbit], [conductor]) and the bridge's own [bridge] section.
+
+Usage: magnum-capi-bridge [flags]
+`, version)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("magnum-capi-bridge", version)
+		return 0
+	}
+	if len(files) == 0 {
+		files = app.ExistingDefaultConfigFiles()
+	}
+	opts, err := app.LoadOptions(files...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "magnum-capi-bridge: configuration error:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *check {
+		if err := app.Check(ctx, opts); err != nil {
+			fmt.Fprintln(os.Stderr, "magnum-capi-bridge:", err)
+			return 1
+		}
+		fmt.Println("configuration and dependencies OK")
+		return 0
+	}
+	if err := app.Run(ctx, opts, version); err != nil {
+		fmt.Fprintln(os.Stderr, "magnum-capi-bridge:", err)
+		return 1
+	}
+	return 0
+}

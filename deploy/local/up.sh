@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Brings up the whole local stack on 127.0.0.1: the machine's RabbitMQ/MariaDB/PostgreSQL, Keystone and
+# magnum-api 15.0.1 (Debian packages) with a small fake of Glance/Nova/Neutron, a Kubernetes management
+# cluster with Cluster API (built from the Go module proxy), and the bridge. Idempotent.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+t0=$SECONDS
+"$here/services.sh"
+"$here/openstack/up.sh"
+"$here/mgmt-up.sh"
+"$here/bridge-up.sh"
+log "local stack up in $((SECONDS - t0))s"
+cat <<MSG
+
+The stack is up. Try, as the demo tenant:
+
+  openstack --os-cloud devstack coe cluster template create k8s-v1.36 \\
+      --coe kubernetes --image ubuntu-2404-kube-v1.36.3 --external-network public \\
+      --flavor m1.small --master-flavor m1.medium --keypair default
+  openstack --os-cloud devstack coe cluster create demo --cluster-template k8s-v1.36 \\
+      --master-count 1 --node-count 2
+  openstack --os-cloud devstack coe cluster show demo -c status -c status_reason -c api_address
+  mkdir -p ~/demo && openstack --os-cloud devstack coe cluster config demo --dir ~/demo
+  KUBECONFIG=~/demo/config $(dirname "$(command -v kubectl 2>/dev/null || echo "$MCB_KUBECTL")")/kubectl get nodes
+
+Management cluster kubeconfig: $(make -s -C "$here/../.." kubeconfig 2>/dev/null || echo "$MCB_STATE/mgmt/admin.kubeconfig")
+Logs: $MCB_LOG   PID files: $MCB_RUN   Stop: make down
+MSG

@@ -1,0 +1,146 @@
+package capi
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// FieldManager is the server-side apply field manager of everything the bridge writes.
+const FieldManager = "magnum-capi-bridge"
+
+// NewScheme knows the core Kubernetes types and Cluster API's core types.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := clusterv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// RESTConfig loads a kubeconfig file; an empty path means in-cluster configuration.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("management cluster kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// Client writes to the management cluster.
+type Client struct {
+	client.Client
+}
+
+// Apply server-side-applies objects in order under the bridge's field manager.
+func (c *Client) Apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	for _, o := range objs {
+		o = o.DeepCopy()
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// EnsureProjectNamespace makes the project's namespace, labelled with the project id, and a
+// default-deny NetworkPolicy so nothing in one tenant's namespace can reach another's.
+func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID string) error {
+	ns := &unstructured.Unstructured{Object: map[string]any{}}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(name)
+	ns.SetLabels(map[string]string{templates.LabelProjectID: projectID, templates.LabelManagedBy: templates.ManagedByValue})
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: name, Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+	npu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(np)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: npu}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return c.Apply(ctx, ns, u)
+}
+
+// ApplyClusterSecrets writes the certificate secrets CAPI's control plane uses instead of generating
+// its own, so that certificates Magnum signs are trusted by the cluster.
+func (c *Client) ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error {
+	for _, s := range secrets {
+		sec := &corev1.Secret{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: s.Name, Namespace: namespace,
+				Labels: mergeLabels(s.Labels, map[string]string{templates.LabelClusterUUID: clusterUUID,
+					templates.LabelManagedBy: templates.ManagedByValue}),
+			},
+			Type: corev1.SecretType(s.Type),
+			Data: s.Data,
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sec)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		if err := c.Apply(ctx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// DeleteCluster asks CAPI to delete a cluster; it returns true when the Cluster is already gone.
+func (c *Client) DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error) {
+	cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	err = c.Delete(ctx, cl, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// DeleteClusterSecrets removes what the bridge wrote for a cluster once CAPI has finished.
+func (c *Client) DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error {
+	return client.IgnoreNotFound(c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(namespace),
+		client.MatchingLabels{templates.LabelClusterUUID: clusterUUID}))
+}

@@ -1,0 +1,327 @@
+// Package capi applies rendered objects to the management cluster and turns what Cluster API reports
+// back into Magnum state. The translation (this file) is a pure function of its inputs, so it is
+// tested with tables; the watch and apply code around it only moves data.
+package capi
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// Magnum status values this package produces.
+const (
+	CreateInProgress = "CREATE_IN_PROGRESS"
+	CreateComplete   = "CREATE_COMPLETE"
+	CreateFailed     = "CREATE_FAILED"
+	UpdateInProgress = "UPDATE_IN_PROGRESS"
+	UpdateComplete   = "UPDATE_COMPLETE"
+	UpdateFailed     = "UPDATE_FAILED"
+	DeleteInProgress = "DELETE_IN_PROGRESS"
+
+	Healthy   = "HEALTHY"
+	Unhealthy = "UNHEALTHY"
+	Unknown   = "UNKNOWN"
+)
+
+// Observation is what Cluster API says about one cluster.
+type Observation struct {
+	Cluster            *clusterv1.Cluster
+	MachineDeployments []clusterv1.MachineDeployment
+	Machines           []clusterv1.Machine
+}
+
+// Current is the Magnum side as stored.
+type Current struct {
+	Status        string
+	CreatedAt     time.Time
+	CreateTimeout time.Duration // zero: none
+	NodeGroups    []NodeGroupState
+}
+
+// NodeGroupState is one node group as Magnum stores it, or as it should become.
+type NodeGroupState struct {
+	UUID          string
+	Name          string
+	Role          string
+	Status        string
+	StatusReason  string
+	NodeCount     int
+	NodeAddresses []string
+}
+
+// Decision is the Magnum state the observation implies.
+type Decision struct {
+	Status       string
+	StatusReason string
+	APIAddress   string
+	COEVersion   string
+	Health       string
+	HealthReason map[string]string
+	NodeGroups   []NodeGroupState
+	// Terminal is true when the operation in progress has ended (completed or failed).
+	Terminal bool
+}
+
+func condition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func isTrue(conds []metav1.Condition, t string) bool {
+	c := condition(conds, t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func i32(p *int32) int {
+	if p == nil {
+		return 0
+	}
+	return int(*p)
+}
+
+// Decide maps an observation to Magnum state. now is passed in so timeouts are testable.
+func Decide(cur Current, obs Observation, now time.Time) Decision {
+	c := obs.Cluster
+	d := Decision{Status: cur.Status}
+	if c == nil {
+		return d
+	}
+	if ep := c.Spec.ControlPlaneEndpoint; ep.Host != "" && ep.Port != 0 {
+		d.APIAddress = fmt.Sprintf("https://%s:%d", ep.Host, ep.Port)
+	}
+	d.COEVersion = c.Spec.Topology.Version
+	d.Health, d.HealthReason = health(c)
+	d.NodeGroups = nodeGroups(cur, obs)
+
+	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
+	settled := available && !rollingOut(obs)
+	switch cur.Status {
+	case CreateInProgress:
+		switch {
+		case settled:
+			d.Status, d.StatusReason, d.Terminal = CreateComplete, "", true
+			setGroupStatus(&d, CreateComplete)
+		case cur.CreateTimeout > 0 && !cur.CreatedAt.IsZero() && now.After(cur.CreatedAt.Add(cur.CreateTimeout)):
+			d.Status, d.Terminal = CreateFailed, true
+			d.StatusReason = fmt.Sprintf("Cluster did not become available within its create_timeout of %s: %s",
+				cur.CreateTimeout, RootCause(obs))
+			setGroupStatus(&d, CreateFailed, RootCause(obs))
+		default:
+			d.StatusReason = Progress(obs)
+		}
+	case UpdateInProgress:
+		if settled {
+			d.Status, d.StatusReason, d.Terminal = UpdateComplete, "", true
+		} else {
+			d.StatusReason = Progress(obs)
+		}
+	}
+	// A node group that was being resized or created is done when its machines are.
+	for i := range d.NodeGroups {
+		g := &d.NodeGroups[i]
+		if settled && (g.Status == UpdateInProgress || (g.Status == CreateInProgress && cur.Status != CreateInProgress)) {
+			g.Status = strings.Replace(g.Status, "IN_PROGRESS", "COMPLETE", 1)
+			g.StatusReason = ""
+		}
+	}
+	return d
+}
+
+func setGroupStatus(d *Decision, status string, reason ...string) {
+	for i := range d.NodeGroups {
+		if strings.HasPrefix(d.NodeGroups[i].Status, "CREATE_") {
+			d.NodeGroups[i].Status = status
+			d.NodeGroups[i].StatusReason = strings.Join(reason, "")
+		}
+	}
+}
+
+// rollingOut is true while CAPI is still converging (scaling or upgrading).
+func rollingOut(obs Observation) bool {
+	c := obs.Cluster
+	for _, t := range []string{clusterv1.ScalingUpCondition, clusterv1.ScalingDownCondition, clusterv1.RollingOutCondition} {
+		if isTrue(c.Status.Conditions, t) {
+			return true
+		}
+	}
+	if cp := c.Status.ControlPlane; cp != nil {
+		if i32(cp.DesiredReplicas) != i32(cp.AvailableReplicas) || i32(cp.DesiredReplicas) != i32(cp.Replicas) {
+			return true
+		}
+	}
+	for _, md := range obs.MachineDeployments {
+		want := i32(md.Spec.Replicas)
+		if i32(md.Status.Replicas) != want || i32(md.Status.AvailableReplicas) != want || i32(md.Status.UpToDateReplicas) != want {
+			return true
+		}
+	}
+	if w := c.Status.Workers; w != nil && i32(w.DesiredReplicas) != i32(w.AvailableReplicas) {
+		return true
+	}
+	return false
+}
+
+// Progress is a one-line status reason while an operation runs, e.g.
+// "control plane 1/1 ready, workers 1/2 ready".
+func Progress(obs Observation) string {
+	c := obs.Cluster
+	cpReady, cpWant, wReady, wWant := 0, 0, 0, 0
+	if t := c.Spec.Topology.ControlPlane.Replicas; t != nil {
+		cpWant = int(*t)
+	}
+	if cp := c.Status.ControlPlane; cp != nil {
+		cpReady = i32(cp.ReadyReplicas)
+		if cpWant == 0 {
+			cpWant = i32(cp.DesiredReplicas)
+		}
+	}
+	for _, md := range c.Spec.Topology.Workers.MachineDeployments {
+		wWant += i32(md.Replicas)
+	}
+	if w := c.Status.Workers; w != nil {
+		wReady = i32(w.ReadyReplicas)
+		if d := i32(w.DesiredReplicas); d > wWant {
+			wWant = d
+		}
+	}
+	s := fmt.Sprintf("control plane %d/%d ready, workers %d/%d ready", cpReady, cpWant, wReady, wWant)
+	if cause := RootCause(obs); cause != "" && cause != noCause {
+		s += "; " + cause
+	}
+	return s
+}
+
+const noCause = "no failing condition reported"
+
+// RootCause picks the most specific failing condition a tenant can act on: a machine's own problem
+// before the summaries built from it, infrastructure before control plane before workers.
+func RootCause(obs Observation) string {
+	machines := append([]clusterv1.Machine(nil), obs.Machines...)
+	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
+	for _, m := range machines {
+		if dep := m.Status.Deprecated; dep != nil && dep.V1Beta1 != nil && dep.V1Beta1.FailureMessage != nil {
+			return fmt.Sprintf("machine %s failed: %s", m.Name, *dep.V1Beta1.FailureMessage)
+		}
+	}
+	for _, m := range machines {
+		for _, t := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.MachineNodeReadyCondition} {
+			if c := condition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+				return fmt.Sprintf("machine %s: %s: %s", m.Name, t, oneLine(c.Message))
+			}
+		}
+	}
+	if obs.Cluster != nil {
+		for _, t := range []string{clusterv1.ClusterInfrastructureReadyCondition, clusterv1.ClusterControlPlaneAvailableCondition,
+			clusterv1.ClusterWorkersAvailableCondition, clusterv1.ClusterRemoteConnectionProbeCondition, clusterv1.ClusterTopologyReconciledCondition} {
+			if c := condition(obs.Cluster.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+				return fmt.Sprintf("%s: %s", t, oneLine(c.Message))
+			}
+		}
+	}
+	return noCause
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// health follows the cluster's Available condition; the reason names each summary, like the
+// capi-helm driver's keys, so existing tooling keeps working.
+func health(c *clusterv1.Cluster) (string, map[string]string) {
+	reason := map[string]string{}
+	keys := map[string]string{
+		"cluster":        clusterv1.AvailableCondition,
+		"infrastructure": clusterv1.ClusterInfrastructureReadyCondition,
+		"controlplane":   clusterv1.ClusterControlPlaneAvailableCondition,
+		"nodegroup":      clusterv1.ClusterWorkersAvailableCondition,
+	}
+	for k, t := range keys {
+		cond := condition(c.Status.Conditions, t)
+		switch {
+		case cond == nil:
+			reason[k] = "Unknown"
+		case cond.Status == metav1.ConditionTrue:
+			reason[k] = "Ready"
+		default:
+			reason[k] = strings.TrimSpace(string(cond.Status) + ": " + oneLine(cond.Message))
+		}
+	}
+	cond := condition(c.Status.Conditions, clusterv1.AvailableCondition)
+	switch {
+	case cond == nil || cond.Status == metav1.ConditionUnknown:
+		return Unknown, reason
+	case cond.Status == metav1.ConditionTrue:
+		return Healthy, reason
+	}
+	return Unhealthy, reason
+}
+
+// nodeGroups carries addresses and machine counts over to the stored node groups.
+func nodeGroups(cur Current, obs Observation) []NodeGroupState {
+	byNG := map[string][]string{}
+	var cpAddrs []string
+	for _, m := range obs.Machines {
+		addrs := machineAddresses(m)
+		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+			cpAddrs = append(cpAddrs, addrs...)
+			continue
+		}
+		uuid := m.Labels[templates.LabelNodeGroupUUID]
+		byNG[uuid] = append(byNG[uuid], addrs...)
+	}
+	mdReplicas := map[string]int{}
+	for _, md := range obs.MachineDeployments {
+		if uuid := md.Labels[templates.LabelNodeGroupUUID]; uuid != "" && md.Spec.Replicas != nil {
+			mdReplicas[uuid] = int(*md.Spec.Replicas)
+		}
+	}
+	out := make([]NodeGroupState, len(cur.NodeGroups))
+	for i, g := range cur.NodeGroups {
+		out[i] = g
+		if g.Role == "master" {
+			out[i].NodeAddresses = sorted(cpAddrs)
+			continue
+		}
+		out[i].NodeAddresses = sorted(byNG[g.UUID])
+		// Replica changes made outside Magnum (autoscaler, remediation) show in node_count at once.
+		if n, ok := mdReplicas[g.UUID]; ok && g.Status != UpdateInProgress {
+			out[i].NodeCount = n
+		}
+	}
+	return out
+}
+
+func machineAddresses(m clusterv1.Machine) []string {
+	var out []string
+	for _, a := range m.Status.Addresses {
+		if a.Type == clusterv1.MachineAddressType(corev1.NodeInternalIP) || a.Type == clusterv1.MachineAddressType(corev1.NodeExternalIP) {
+			out = append(out, a.Address)
+		}
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	return s
+}

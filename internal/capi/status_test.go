@@ -1,0 +1,128 @@
+package capi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+const ngWorker = "22222222-2222-2222-2222-222222222222"
+
+func cond(t string, s metav1.ConditionStatus, msg string) metav1.Condition {
+	return metav1.Condition{Type: t, Status: s, Message: msg}
+}
+
+func cluster(conds ...metav1.Condition) *clusterv1.Cluster {
+	c := &clusterv1.Cluster{}
+	c.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 20001}
+	c.Spec.Topology.Version = "v1.36.3"
+	c.Spec.Topology.ControlPlane.Replicas = ptr.To[int32](1)
+	c.Spec.Topology.Workers.MachineDeployments = []clusterv1.MachineDeploymentTopology{{Name: "default-worker", Replicas: ptr.To[int32](2)}}
+	c.Status.Conditions = conds
+	c.Status.ControlPlane = &clusterv1.ClusterControlPlaneStatus{DesiredReplicas: ptr.To[int32](1), Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](1), AvailableReplicas: ptr.To[int32](1)}
+	c.Status.Workers = &clusterv1.WorkersStatus{DesiredReplicas: ptr.To[int32](2), ReadyReplicas: ptr.To[int32](1), AvailableReplicas: ptr.To[int32](1)}
+	return c
+}
+
+func md(replicas, ready int32) clusterv1.MachineDeployment {
+	m := clusterv1.MachineDeployment{}
+	m.Labels = map[string]string{templates.LabelNodeGroupUUID: ngWorker}
+	m.Spec.Replicas = ptr.To(replicas)
+	m.Status.Replicas, m.Status.AvailableReplicas, m.Status.UpToDateReplicas = ptr.To(ready), ptr.To(ready), ptr.To(ready)
+	return m
+}
+
+func current(status string) Current {
+	return Current{Status: status, CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), CreateTimeout: time.Hour,
+		NodeGroups: []NodeGroupState{
+			{UUID: "11111111-1111-1111-1111-111111111111", Name: "default-master", Role: "master", Status: CreateInProgress, NodeCount: 1},
+			{UUID: ngWorker, Name: "default-worker", Role: "worker", Status: CreateInProgress, NodeCount: 2},
+		}}
+}
+
+func TestDecide(t *testing.T) {
+	early := time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
+	late := time.Date(2026, 1, 1, 1, 0, 1, 0, time.UTC)
+	availableAll := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	availableAll.Status.Workers.ReadyReplicas, availableAll.Status.Workers.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](2)
+
+	cases := []struct {
+		name       string
+		cur        Current
+		obs        Observation
+		now        time.Time
+		wantStatus string
+		wantReason string
+		wantNG     string
+		terminal   bool
+	}{
+		{"create in progress shows progress", current(CreateInProgress),
+			Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "x"),
+				cond(clusterv1.ClusterWorkersAvailableCondition, metav1.ConditionFalse, "1 of 2 available")), MachineDeployments: []clusterv1.MachineDeployment{md(2, 1)}},
+			early, CreateInProgress, "control plane 1/1 ready, workers 1/2 ready; WorkersAvailable: 1 of 2 available", CreateInProgress, false},
+		{"create completes when available and settled", current(CreateInProgress),
+			Observation{Cluster: availableAll, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}},
+			early, CreateComplete, "", CreateComplete, true},
+		{"available but still scaling is not complete", current(CreateInProgress),
+			Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, "")), MachineDeployments: []clusterv1.MachineDeployment{md(2, 1)}},
+			early, CreateInProgress, "control plane 1/1 ready, workers 1/2 ready", CreateInProgress, false},
+		{"create times out with the root cause", current(CreateInProgress),
+			Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "")),
+				Machines: []clusterv1.Machine{{ObjectMeta: metav1.ObjectMeta{Name: "m-1"}, Status: clusterv1.MachineStatus{Conditions: []metav1.Condition{
+					cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionFalse, "VM is still provisioning")}}}}},
+			late, CreateFailed, "Cluster did not become available within its create_timeout of 1h0m0s: machine m-1: InfrastructureReady: VM is still provisioning", CreateFailed, true},
+		{"update completes", current(UpdateInProgress),
+			Observation{Cluster: availableAll, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}},
+			late, UpdateComplete, "", CreateComplete, true}, // a group added by nodegroup_create completes too
+		{"complete cluster stays complete", current(CreateComplete),
+			Observation{Cluster: availableAll, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}},
+			late, CreateComplete, "", CreateComplete, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.cur, tc.obs, tc.now)
+			require.Equal(t, tc.wantStatus, d.Status)
+			require.Equal(t, tc.wantReason, d.StatusReason)
+			require.Equal(t, tc.terminal, d.Terminal)
+			require.Equal(t, tc.wantNG, d.NodeGroups[1].Status)
+			require.Equal(t, "https://127.0.0.1:20001", d.APIAddress)
+			require.Equal(t, "v1.36.3", d.COEVersion)
+		})
+	}
+}
+
+func TestResizedNodeGroupCompletesAndCountsFollowCAPI(t *testing.T) {
+	cur := current(UpdateInProgress)
+	cur.NodeGroups[1].Status = UpdateInProgress
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas, c.Status.Workers.DesiredReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](3)
+	d := Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(3, 3)}}, time.Now())
+	require.Equal(t, UpdateComplete, d.Status)
+	require.Equal(t, UpdateComplete, d.NodeGroups[1].Status)
+
+	// An autoscaler changed the replicas of a complete cluster: node_count follows.
+	cur = current(CreateComplete)
+	cur.NodeGroups[1].Status = CreateComplete
+	d = Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(5, 3)}}, time.Now())
+	require.Equal(t, 5, d.NodeGroups[1].NodeCount)
+}
+
+func TestHealth(t *testing.T) {
+	d := Decide(current(CreateComplete), Observation{Cluster: cluster(
+		cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "control plane down"),
+		cond(clusterv1.ClusterInfrastructureReadyCondition, metav1.ConditionTrue, ""))}, time.Now())
+	require.Equal(t, Unhealthy, d.Health)
+	require.Equal(t, "Ready", d.HealthReason["infrastructure"])
+	require.Equal(t, "False: control plane down", d.HealthReason["cluster"])
+	require.Equal(t, "Unknown", d.HealthReason["controlplane"])
+	d = Decide(current(CreateComplete), Observation{Cluster: cluster()}, time.Now())
+	require.Equal(t, Unknown, d.Health)
+	d = Decide(current(CreateComplete), Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))}, time.Now())
+	require.Equal(t, Healthy, d.Health)
+}

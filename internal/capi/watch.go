@@ -1,0 +1,121 @@
+package capi
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// Sink receives what the watch sees; the conductor implements it and writes Magnum's rows.
+type Sink interface {
+	// ClusterObserved is called whenever the Cluster or one of its machines or machine deployments
+	// changes. A positive duration asks to be called again then even without a change (a timeout).
+	ClusterObserved(ctx context.Context, clusterUUID string, obs Observation) (time.Duration, error)
+	// ClusterGone is called when a Cluster the bridge made no longer exists.
+	ClusterGone(ctx context.Context, namespace, name string) error
+}
+
+// Manager bundles the management-cluster client and the shared informers behind the watch.
+type Manager struct {
+	manager.Manager
+	Client *Client
+}
+
+// NewManager builds a controller-runtime manager with informers on Clusters, MachineDeployments and
+// Machines. Nothing polls CAPI: the informers' watches drive every status update.
+func NewManager(cfg *rest.Config) (*Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("management cluster: %w", err)
+	}
+	// Writes go straight to the apiserver: a handler must see its own writes when a message is redelivered.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{Manager: mgr, Client: &Client{Client: direct}}, nil
+}
+
+// Watch registers the status reconciler.
+func (m *Manager) Watch(sink Sink) error {
+	managed, err := predicate.LabelSelectorPredicate(metav1LabelSelector())
+	if err != nil {
+		return err
+	}
+	toCluster := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[clusterv1.ClusterNameLabel]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(m.Manager).
+		Named("magnum-status").
+		For(&clusterv1.Cluster{}, builder.WithPredicates(managed)).
+		Watches(&clusterv1.MachineDeployment{}, toCluster).
+		Watches(&clusterv1.Machine{}, toCluster).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(&statusReconciler{cache: m.GetClient(), sink: sink})
+}
+
+type statusReconciler struct {
+	cache client.Reader
+	sink  Sink
+}
+
+func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var c clusterv1.Cluster
+	if err := r.cache.Get(ctx, req.NamespacedName, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.sink.ClusterGone(ctx, req.Namespace, req.Name)
+		}
+		return reconcile.Result{}, err
+	}
+	uuid := c.Labels[templates.LabelClusterUUID]
+	if uuid == "" {
+		return reconcile.Result{}, nil // not ours
+	}
+	var mds clusterv1.MachineDeploymentList
+	if err := r.cache.List(ctx, &mds, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	var machines clusterv1.MachineList
+	if err := r.cache.List(ctx, &machines, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	after, err := r.sink.ClusterObserved(ctx, uuid, Observation{Cluster: &c, MachineDeployments: mds.Items, Machines: machines.Items})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+func metav1LabelSelector() metav1.LabelSelector {
+	return metav1.LabelSelector{MatchLabels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}}
+}

@@ -1,0 +1,406 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/google/uuid"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// maxTransientAttempts bounds retries of a create whose dependencies keep failing, after which the
+// cluster is marked CREATE_FAILED instead of staying in progress forever.
+const maxTransientAttempts = 8
+
+// ClusterCreate implements cluster_create(cluster, master_count, node_count, create_timeout)
+// (magnum/conductor/handlers/cluster_conductor.py): the rows are inserted at once, so clients never
+// see a 404 for an accepted cluster, then the CAPI objects are applied; the watch reports progress.
+func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, error) {
+	cl := &magnum.Cluster{}
+	if err := c.decodeView(req, "cluster", cl); err != nil {
+		return nil, err
+	}
+	masters, err := intArg(req, "master_count", 1)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := intArg(req, "node_count", 1)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := intArg(req, "create_timeout", 60)
+	if err != nil {
+		return nil, err
+	}
+	id, _ := cl.UUID.Get()
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, rpc.InvalidArgs("cluster uuid %q is not a UUID", id)
+	}
+	project, _ := cl.ProjectID.Get()
+	if err := authorize(req.Context, project); err != nil {
+		return nil, err
+	}
+	if masters < 1 || workers < 0 {
+		return nil, rpc.InvalidArgs("master_count %d / node_count %d out of range", masters, workers)
+	}
+	templateID, _ := cl.ClusterTemplateID.Get()
+	tmpl, err := c.store.GetClusterTemplate(ctx, templateID)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
+		}
+		return nil, rpc.Retry(err)
+	}
+	now := c.opts.Now().UTC()
+	cl.Status.Set(magnum.ClusterStatus(CreateInProgress))
+	cl.StatusReason.SetNull()
+	cl.StackID.Set(templates.ClusterName(cl.Name.Or(""), id))
+	cl.CreateTimeout.Set(int64(timeout))
+	cl.CreatedAt.Set(now)
+	master, worker := defaultNodeGroups(cl, tmpl, masters, workers)
+	if _, err := c.store.CreateCluster(ctx, cl, []*magnum.NodeGroup{master, worker}); err != nil {
+		return nil, rpc.Retry(fmt.Errorf("insert cluster %s: %w", id, err))
+	}
+	return nil, c.reconcileCreate(ctx, id, req.Attempt)
+}
+
+// Status values the conductor writes.
+const (
+	CreateInProgress = "CREATE_IN_PROGRESS"
+	CreateFailed     = "CREATE_FAILED"
+	DeleteInProgress = "DELETE_IN_PROGRESS"
+	DeleteFailed     = "DELETE_FAILED"
+)
+
+// defaultNodeGroups builds default-master and default-worker as Magnum's conductor/utils.py does.
+func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters, workers int) (*magnum.NodeGroup, *magnum.NodeGroup) {
+	labels := cl.Labels.Or(map[string]string{})
+	volume := cl.DockerVolumeSize
+	if !volume.IsSet() || volume.IsNull() {
+		volume = tmpl.DockerVolumeSize
+	}
+	mk := func(name, role string, count int, flavor string) *magnum.NodeGroup {
+		ng := &magnum.NodeGroup{}
+		ng.UUID.Set(uuid.NewString())
+		ng.Name.Set(name)
+		ng.ClusterID.Set(cl.UUID.Or(""))
+		ng.ProjectID.Set(cl.ProjectID.Or(""))
+		ng.Labels.Set(labels)
+		ng.NodeCount.Set(int64(count))
+		ng.ImageID.Set(tmpl.ImageID.Or(""))
+		if v, ok := volume.Get(); ok {
+			ng.DockerVolumeSize.Set(v)
+		}
+		ng.FlavorID.Set(flavor)
+		ng.Role.Set(role)
+		ng.IsDefault.Set(true)
+		ng.MinNodeCount.Set(0)
+		ng.NodeAddresses.Set([]string{})
+		ng.StackID.Set(cl.StackID.Or(""))
+		ng.Status.Set(magnum.ClusterStatus(CreateInProgress))
+		ng.CreatedAt.Set(cl.CreatedAt.Or(time.Time{}))
+		return ng
+	}
+	master := mk("default-master", "master", masters, firstNonEmpty(cl.MasterFlavorID.Or(""), tmpl.MasterFlavorID.Or("")))
+	worker := mk("default-worker", "worker", workers, firstNonEmpty(cl.FlavorID.Or(""), tmpl.FlavorID.Or("")))
+	if v, ok := labels["min_node_count"]; ok {
+		var n int64
+		if _, err := fmt.Sscan(v, &n); err == nil {
+			worker.MinNodeCount.Set(n)
+		}
+	}
+	if v, ok := labels["max_node_count"]; ok {
+		var n int64
+		if _, err := fmt.Sscan(v, &n); err == nil {
+			worker.MaxNodeCount.Set(n)
+		}
+	}
+	return master, worker
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// reconcileCreate brings the management cluster in line with a cluster row in CREATE_IN_PROGRESS:
+// namespace, certificates, CAPI secrets, ClusterClass and Cluster. It is safe to run any number of
+// times (a redelivered message, a restart), and marks the cluster CREATE_FAILED with a reason a
+// tenant can act on when the request cannot succeed.
+func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int) error {
+	cl, err := c.store.GetCluster(ctx, id)
+	if err != nil {
+		return rpc.Retry(err)
+	}
+	if st, _ := cl.Status.Get(); string(st) != CreateInProgress {
+		c.log.Info("cluster_create: nothing to do", "cluster", id, "status", st)
+		return nil
+	}
+	err = c.applyCluster(ctx, cl)
+	if err == nil {
+		return nil
+	}
+	if permanent(err) || attempt >= maxTransientAttempts {
+		c.log.Warn("cluster_create failed", "cluster", id, "error", err)
+		return c.markCreateFailed(ctx, id, err)
+	}
+	return rpc.Retry(err)
+}
+
+func (c *Conductor) markCreateFailed(ctx context.Context, id string, cause error) error {
+	reason := failureReason(cause)
+	status := magnum.ClusterStatus(CreateFailed)
+	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &status, StatusReason: &reason,
+		OnlyIfStatus: []magnum.ClusterStatus{CreateInProgress}}); err != nil && !errors.Is(err, ErrConflict) {
+		return rpc.Retry(err)
+	}
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return rpc.Retry(err)
+	}
+	for _, g := range groups {
+		// Magnum leaves node groups in CREATE_IN_PROGRESS; failing them fills the API's faults.
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{Status: &status, StatusReason: &reason,
+			OnlyIfStatus: []magnum.ClusterStatus{CreateInProgress}}); err != nil && !errors.Is(err, ErrConflict) {
+			return rpc.Retry(err)
+		}
+	}
+	return nil
+}
+
+// failureReason is what a tenant reads in status_reason.
+func failureReason(err error) string {
+	var le *templates.LabelError
+	if errors.As(err, &le) {
+		return le.Error()
+	}
+	var me *magnum.Exception
+	if errors.As(err, &me) {
+		return me.Message
+	}
+	var re *rpc.RemoteError
+	if errors.As(err, &re) {
+		return re.Message
+	}
+	if meta.IsNoMatchError(err) {
+		return "the management cluster does not serve the Cluster API resources this cluster needs; ask your cloud operator: " + err.Error()
+	}
+	return err.Error()
+}
+
+// permanent tells errors retrying cannot fix (bad input, objects the apiserver refuses) from
+// transient ones (connection loss, timeouts, conflicts).
+func permanent(err error) bool {
+	var le *templates.LabelError
+	if errors.As(err, &le) || meta.IsNoMatchError(err) {
+		return true
+	}
+	var pe *permanentError
+	if errors.As(err, &pe) {
+		return true
+	}
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// applyCluster renders and applies everything a cluster needs in the management cluster.
+func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster) error {
+	id := cl.UUID.Or("")
+	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return &permanentError{fmt.Errorf("cluster template %s no longer exists", cl.ClusterTemplateID.Or(""))}
+		}
+		return err
+	}
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return err
+	}
+	in := c.renderInput(cl, tmpl, groups)
+	rendered, err := templates.Render(in)
+	if err != nil {
+		var le *templates.LabelError
+		if errors.As(err, &le) {
+			return err
+		}
+		return &permanentError{err}
+	}
+	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
+		return err
+	}
+	pki, err := c.ensureCertificates(ctx, cl)
+	if err != nil {
+		return err
+	}
+	secrets, err := pki.CAPISecrets(rendered.Cluster.GetName())
+	if err != nil {
+		return &permanentError{err}
+	}
+	if err := c.kube.ApplyClusterSecrets(ctx, in.Namespace, id, secrets); err != nil {
+		return err
+	}
+	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
+		return err
+	}
+	return c.kube.Apply(ctx, rendered.Cluster)
+}
+
+// ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a
+// redelivered create never replaces a CA the cluster already trusts.
+func (c *Conductor) ensureCertificates(ctx context.Context, cl *magnum.Cluster) (*certs.ClusterPKI, error) {
+	issuer := firstNonEmpty(cl.Name.Or(""), cl.UUID.Or(""))
+	refs := refsOf(cl)
+	if refs.CACertRef != "" {
+		return c.certs.LoadCluster(ctx, refs, issuer)
+	}
+	pki, err := certs.GenerateCluster(issuer)
+	if err != nil {
+		return nil, err
+	}
+	refs, err = c.certs.StoreCluster(ctx, pki, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.store.UpdateCluster(ctx, cl.UUID.Or(""), ClusterUpdate{CertRefs: &refs}); err != nil {
+		return nil, err
+	}
+	return pki, nil
+}
+
+func refsOf(cl *magnum.Cluster) certs.Refs {
+	return certs.Refs{CACertRef: cl.CACertRef.Or(""), EtcdCACertRef: cl.EtcdCACertRef.Or(""),
+		FrontProxyCACertRef: cl.FrontProxyCACertRef.Or(""), MagnumCertRef: cl.MagnumCertRef.Or("")}
+}
+
+func (c *Conductor) namespace(projectID string) string {
+	return templates.NamespaceFor(c.opts.NamespacePrefix, projectID)
+}
+
+// renderInput converts Magnum's rows into the mapping's input.
+func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, groups []*magnum.NodeGroup) templates.Input {
+	in := templates.Input{
+		Flavor:    c.opts.Flavor,
+		Namespace: c.namespace(cl.ProjectID.Or("")),
+		Template: templates.Template{
+			UUID: tmpl.UUID.Or(""), Name: tmpl.Name.Or(""), ImageID: tmpl.ImageID.Or(""), FlavorID: tmpl.FlavorID.Or(""),
+			MasterFlavorID: tmpl.MasterFlavorID.Or(""), KeypairID: tmpl.KeypairID.Or(""), ExternalNetworkID: tmpl.ExternalNetworkID.Or(""),
+			FixedNetwork: tmpl.FixedNetwork.Or(""), FixedSubnet: tmpl.FixedSubnet.Or(""), DNSNameserver: tmpl.DNSNameserver.Or(""),
+			NetworkDriver: tmpl.NetworkDriver.Or(""), VolumeDriver: tmpl.VolumeDriver.Or(""), DockerVolumeSize: int(tmpl.DockerVolumeSize.Or(0)),
+			MasterLBEnabled: tmpl.MasterLBEnabled.Or(false), FloatingIPEnabled: tmpl.FloatingIPEnabled.Or(true),
+			TLSDisabled: tmpl.TLSDisabled.Or(false), Labels: tmpl.Labels.Or(nil),
+		},
+		Cluster: templates.Cluster{
+			UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""), Keypair: cl.Keypair.Or(""),
+			MasterFlavorID: cl.MasterFlavorID.Or(""), FlavorID: cl.FlavorID.Or(""), Labels: cl.Labels.Or(map[string]string{}),
+		},
+		DefaultKubernetesVersion: c.opts.DefaultKubernetesVersion,
+	}
+	for _, g := range groups {
+		ng := templates.NodeGroup{
+			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), NodeCount: int(g.NodeCount.Or(0)),
+			MinNodeCount: int(g.MinNodeCount.Or(0)), FlavorID: g.FlavorID.Or(""), ImageID: g.ImageID.Or(""),
+			Labels: g.Labels.Or(nil), NodeLabels: g.NodeLabels.Or(nil), IsDefault: g.IsDefault.Or(false),
+		}
+		if m, ok := g.MaxNodeCount.Get(); ok {
+			n := int(m)
+			ng.MaxNodeCount = &n
+		}
+		for _, t := range g.NodeTaints.Or(nil) {
+			ng.NodeTaints = append(ng.NodeTaints, templates.Taint{Key: t["key"], Value: t["value"], Effect: t["effect"]})
+		}
+		in.NodeGroups = append(in.NodeGroups, ng)
+	}
+	return in
+}
+
+// ClusterDelete implements cluster_delete(uuid): DELETE_IN_PROGRESS at once, then the CAPI Cluster
+// is deleted; the rows go when the watch sees it gone (finishDelete). Deleting a cluster that is
+// already gone is a no-op, so redeliveries are harmless.
+func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, error) {
+	id, err := stringArg(req, "uuid")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.store.GetCluster(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		if req.IsCall {
+			return nil, clusterNotFound(id)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, rpc.Retry(err)
+	}
+	if err := authorize(req.Context, cl.ProjectID.Or("")); err != nil {
+		return nil, err
+	}
+	deleting := magnum.ClusterStatus(DeleteInProgress)
+	empty := ""
+	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &deleting, StatusReason: &empty}); err != nil {
+		return nil, rpc.Retry(err)
+	}
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return nil, rpc.Retry(err)
+	}
+	for _, g := range groups {
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{Status: &deleting, StatusReason: &empty}); err != nil {
+			return nil, rpc.Retry(err)
+		}
+	}
+	gone, err := c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
+	if err != nil {
+		if permanent(err) {
+			reason := "deleting the Cluster API cluster failed: " + err.Error()
+			failed := magnum.ClusterStatus(DeleteFailed)
+			_ = c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason})
+			return nil, nil
+		}
+		return nil, rpc.Retry(err)
+	}
+	if gone {
+		return nil, c.finishDelete(ctx, cl)
+	}
+	return nil, nil
+}
+
+// finishDelete removes what the bridge owns for a deleted cluster: certificates (all four, where
+// Magnum leaks two), the CAPI secrets it wrote, then the node group rows and the cluster row.
+func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster) error {
+	id := cl.UUID.Or("")
+	if err := c.certs.DeleteCluster(ctx, refsOf(cl)); err != nil && !errors.Is(err, certs.ErrKeyPairNotFound) && !errors.Is(err, certs.ErrMissingRef) {
+		return rpc.Retry(fmt.Errorf("delete certificates of %s: %w", id, err))
+	}
+	if err := c.kube.DeleteClusterSecrets(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
+		return rpc.Retry(err)
+	}
+	if err := c.store.DeleteCluster(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
+		return rpc.Retry(err)
+	}
+	c.log.Info("cluster deleted", "cluster", id)
+	return nil
+}
+
+// projectOfNamespace recovers the project id from a namespace name.
+func (c *Conductor) projectOfNamespace(ns string) string {
+	return strings.TrimPrefix(ns, c.opts.NamespacePrefix)
+}

@@ -1,0 +1,65 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+)
+
+// ErrNotFound is returned by a Store when a row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned by a Store when a guarded write lost a race.
+var ErrConflict = errors.New("conflicting concurrent update")
+
+// ClusterUpdate is a set of cluster columns to write; nil fields are left alone.
+type ClusterUpdate struct {
+	Status             *magnum.ClusterStatus
+	StatusReason       *string // "" writes NULL
+	StackID            *string
+	APIAddress         *string
+	COEVersion         *string
+	HealthStatus       *magnum.HealthStatus
+	HealthStatusReason map[string]string
+	CertRefs           *certs.Refs
+	// OnlyIfStatus guards the write: it applies only while the stored status is one of these.
+	OnlyIfStatus []magnum.ClusterStatus
+}
+
+// NodeGroupUpdate is a set of nodegroup columns to write; nil fields are left alone.
+type NodeGroupUpdate struct {
+	Status        *magnum.ClusterStatus
+	StatusReason  *string
+	NodeCount     *int64
+	NodeAddresses []string
+	StackID       *string
+	OnlyIfStatus  []magnum.ClusterStatus
+}
+
+// Store is what the conductor needs of Magnum's database (implemented by internal/magnum/db).
+type Store interface {
+	// CreateCluster inserts the cluster row and its default node groups in one transaction. A row
+	// with the same uuid already present is not an error (a redelivered message): created is false.
+	CreateCluster(ctx context.Context, c *magnum.Cluster, groups []*magnum.NodeGroup) (created bool, err error)
+	GetCluster(ctx context.Context, uuid string) (*magnum.Cluster, error)
+	GetClusterTemplate(ctx context.Context, uuid string) (*magnum.ClusterTemplate, error)
+	ListNodeGroups(ctx context.Context, clusterUUID string) ([]*magnum.NodeGroup, error)
+	ListClustersByStatus(ctx context.Context, statuses ...magnum.ClusterStatus) ([]*magnum.Cluster, error)
+	UpdateCluster(ctx context.Context, uuid string, u ClusterUpdate) error
+	UpdateNodeGroup(ctx context.Context, uuid string, u NodeGroupUpdate) error
+	// DeleteCluster removes the node group rows and then the cluster row.
+	DeleteCluster(ctx context.Context, uuid string) error
+}
+
+// Kube is what the conductor needs of the management cluster (implemented by internal/capi).
+type Kube interface {
+	EnsureProjectNamespace(ctx context.Context, name, projectID string) error
+	Apply(ctx context.Context, objs ...*unstructured.Unstructured) error
+	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
+	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
+	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
+}

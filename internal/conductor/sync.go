@@ -1,0 +1,164 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// The status sync replaces Magnum's periodic sync_cluster_status and sync_cluster_health_status:
+// the CAPI watch calls ClusterObserved the moment anything of a cluster changes, and the conductor
+// writes what changed into Magnum's rows. Writes are guarded by the status they were computed
+// from, so a racing API call or another replica never has its update lost.
+
+var _ capi.Sink = (*Conductor)(nil)
+
+// ClusterObserved implements capi.Sink.
+func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Observation) (time.Duration, error) {
+	cl, err := c.store.GetCluster(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		c.log.Warn("CAPI cluster has no Magnum cluster", "cluster", id, "capi", obs.Cluster.Namespace+"/"+obs.Cluster.Name)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	status := string(cl.Status.Or(""))
+	if status == DeleteInProgress || status == "" {
+		return 0, nil
+	}
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	cur := capi.Current{Status: status, CreatedAt: cl.CreatedAt.Or(time.Time{}),
+		CreateTimeout: time.Duration(cl.CreateTimeout.Or(0)) * time.Minute}
+	for _, g := range groups {
+		cur.NodeGroups = append(cur.NodeGroups, capi.NodeGroupState{
+			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), Status: string(g.Status.Or("")),
+			StatusReason: g.StatusReason.Or(""), NodeCount: int(g.NodeCount.Or(0)), NodeAddresses: g.NodeAddresses.Or(nil),
+		})
+	}
+	now := c.opts.Now()
+	d := capi.Decide(cur, obs, now)
+	if unimpl, err := templates.ValidateLabels(c.opts.Flavor, cl.Labels.Or(nil)); err == nil && len(unimpl) > 0 {
+		note := "labels not implemented by magnum-capi-bridge (ignored): " + strings.Join(unimpl, ", ")
+		d.StatusReason = strings.TrimPrefix(strings.TrimSuffix(d.StatusReason, ".")+"; "+note, "; ")
+	}
+
+	u := ClusterUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(status)}}
+	changed := false
+	if d.Status != status {
+		u.Status, changed = ptr(magnum.ClusterStatus(d.Status)), true
+	}
+	if d.StatusReason != cl.StatusReason.Or("") {
+		u.StatusReason, changed = ptr(d.StatusReason), true
+	}
+	if d.APIAddress != "" && d.APIAddress != cl.APIAddress.Or("") {
+		u.APIAddress, changed = ptr(d.APIAddress), true
+	}
+	if d.COEVersion != "" && d.COEVersion != cl.CoeVersion.Or("") {
+		u.COEVersion, changed = ptr(d.COEVersion), true
+	}
+	if d.Health != "" && d.Health != string(cl.HealthStatus.Or("")) {
+		u.HealthStatus, changed = ptr(magnum.HealthStatus(d.Health)), true
+	}
+	if d.HealthReason != nil && !maps.Equal(d.HealthReason, cl.HealthStatusReason.Or(nil)) {
+		u.HealthStatusReason, changed = d.HealthReason, true
+	}
+	// Node groups first: when the cluster turns *_COMPLETE its groups are already final.
+	for i, g := range d.NodeGroups {
+		old := cur.NodeGroups[i]
+		nu := NodeGroupUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(old.Status)}}
+		ngChanged := false
+		if g.Status != old.Status {
+			nu.Status, ngChanged = ptr(magnum.ClusterStatus(g.Status)), true
+		}
+		if g.StatusReason != old.StatusReason {
+			nu.StatusReason, ngChanged = ptr(g.StatusReason), true
+		}
+		if g.NodeCount != old.NodeCount {
+			nu.NodeCount, ngChanged = ptr(int64(g.NodeCount)), true
+		}
+		if !slices.Equal(g.NodeAddresses, old.NodeAddresses) && !(len(g.NodeAddresses) == 0 && len(old.NodeAddresses) == 0) {
+			nu.NodeAddresses, ngChanged = g.NodeAddresses, true
+		}
+		if ngChanged {
+			if err := c.store.UpdateNodeGroup(ctx, g.UUID, nu); err != nil && !errors.Is(err, ErrConflict) {
+				return 0, err
+			}
+		}
+	}
+	if changed {
+		if err := c.store.UpdateCluster(ctx, id, u); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return time.Millisecond, nil // someone else wrote first: look again with fresh rows
+			}
+			return 0, err
+		}
+		if d.Terminal {
+			c.log.Info("cluster status", "cluster", id, "status", d.Status, "reason", d.StatusReason)
+		}
+	}
+	// A create still running is looked at again when its create_timeout passes, even if CAPI is silent.
+	if d.Status == CreateInProgress && cur.CreateTimeout > 0 {
+		if left := cur.CreatedAt.Add(cur.CreateTimeout).Sub(now); left > 0 {
+			return left + time.Second, nil
+		}
+	}
+	return 0, nil
+}
+
+// ClusterGone implements capi.Sink: a deleted CAPI Cluster finishes its Magnum cluster's delete.
+func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) error {
+	clusters, err := c.store.ListClustersByStatus(ctx, DeleteInProgress)
+	if err != nil {
+		return err
+	}
+	project := c.projectOfNamespace(namespace)
+	for _, cl := range clusters {
+		if cl.StackID.Or("") == name && cl.ProjectID.Or("") == project {
+			return c.finishDelete(ctx, cl)
+		}
+	}
+	return nil
+}
+
+// Resync finishes work a previous run left behind: clusters in DELETE_IN_PROGRESS whose CAPI
+// Cluster is already gone, and creates whose message was acknowledged but whose objects are
+// missing. Called once at start-up; afterwards the watch drives everything.
+func (c *Conductor) Resync(ctx context.Context) error {
+	deleting, err := c.store.ListClustersByStatus(ctx, DeleteInProgress)
+	if err != nil {
+		return err
+	}
+	for _, cl := range deleting {
+		gone, err := c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
+		if err != nil {
+			c.log.Warn("resync: delete", "cluster", cl.UUID.Or(""), "error", err)
+			continue
+		}
+		if gone {
+			if err := c.finishDelete(ctx, cl); err != nil {
+				c.log.Warn("resync: finish delete", "cluster", cl.UUID.Or(""), "error", err)
+			}
+		}
+	}
+	creating, err := c.store.ListClustersByStatus(ctx, CreateInProgress)
+	if err != nil {
+		return err
+	}
+	for _, cl := range creating {
+		if err := c.reconcileCreate(ctx, cl.UUID.Or(""), 1); err != nil {
+			c.log.Warn("resync: create", "cluster", cl.UUID.Or(""), "error", err)
+		}
+	}
+	return nil
+}
