@@ -1,0 +1,117 @@
+// Package app wires the bridge together: configuration, database, certificate manager, management
+// cluster, conductor and RPC server. cmd/magnum-capi-bridge only parses flags and calls Run.
+package app
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// DefaultConfigFiles are read when no --config-file is given: Magnum's own file, then the bridge's.
+var DefaultConfigFiles = []string{"/etc/magnum/magnum.conf", "/etc/magnum-capi-bridge/bridge.conf"}
+
+// ExistingDefaultConfigFiles returns the default files that exist (magnum.conf always, so that its
+// absence is reported).
+func ExistingDefaultConfigFiles() []string {
+	out := []string{DefaultConfigFiles[0]}
+	for _, f := range DefaultConfigFiles[1:] {
+		if _, err := os.Stat(f); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Options is the whole configuration, validated.
+type Options struct {
+	Files []string
+	Host  string
+	// DatabaseURL is [database] connection, in SQLAlchemy form.
+	DatabaseURL string
+	RPC         rpc.Options
+	Generate    certs.GenerateOptions
+	Sign        certs.SignOptions
+	// CertManagerType is [certificates] cert_manager_type; the bridge implements x509keypair.
+	CertManagerType string
+	Bridge          BridgeOptions
+}
+
+// BridgeOptions is the [bridge] section: the bridge's own settings.
+type BridgeOptions struct {
+	Kubeconfig               string
+	NamespacePrefix          string
+	Flavor                   templates.Flavor
+	DefaultKubernetesVersion string
+	// MagnumRelease presets the object versions replies use until magnum-api's are learned
+	// ("zed" … ; empty: learn only).
+	MagnumRelease string
+	LogLevel      string
+}
+
+const bridgeSection = "bridge"
+
+// LoadOptions reads and validates the configuration files; errors name the offending key.
+func LoadOptions(files ...string) (*Options, error) {
+	f, err := config.Load(files...)
+	if err != nil {
+		return nil, err
+	}
+	return optionsFrom(f, files)
+}
+
+func optionsFrom(f *config.File, files []string) (*Options, error) {
+	o := &Options{Files: files}
+	host, _ := os.Hostname()
+	o.Host = f.String("DEFAULT", "host", host)
+	o.DatabaseURL = f.String("database", "connection", "")
+	if o.DatabaseURL == "" {
+		return nil, &config.Error{Section: "database", Key: "connection", Reason: "is required"}
+	}
+	var err error
+	if o.RPC, err = rpc.OptionsFromConfig(f); err != nil {
+		return nil, err
+	}
+	if o.Generate, o.Sign, err = certs.OptionsFromConfig(f); err != nil {
+		return nil, err
+	}
+	if o.CertManagerType, err = f.OneOf("certificates", "cert_manager_type", "barbican", "barbican", "x509keypair", "local"); err != nil {
+		return nil, err
+	}
+	if o.CertManagerType != "x509keypair" {
+		return nil, &config.Error{Section: "certificates", Key: "cert_manager_type",
+			Reason: fmt.Sprintf("%q is not supported by magnum-capi-bridge yet; use x509keypair", o.CertManagerType)}
+	}
+	b := &o.Bridge
+	b.Kubeconfig = f.String(bridgeSection, "kubeconfig", "")
+	if b.Kubeconfig != "" {
+		if _, err := os.Stat(b.Kubeconfig); err != nil {
+			return nil, &config.Error{Section: bridgeSection, Key: "kubeconfig", Reason: err.Error()}
+		}
+	}
+	b.NamespacePrefix = f.String(bridgeSection, "namespace_prefix", "magnum-")
+	if p := b.NamespacePrefix; p == "" || strings.ToLower(p) != p || len(p) > 20 {
+		return nil, &config.Error{Section: bridgeSection, Key: "namespace_prefix", Reason: "want 1-20 lowercase characters"}
+	}
+	flavor := f.String(bridgeSection, "infrastructure", string(templates.FlavorOpenStack))
+	if b.Flavor, err = templates.ParseFlavor(flavor); err != nil {
+		return nil, &config.Error{Section: bridgeSection, Key: "infrastructure", Reason: err.Error()}
+	}
+	b.DefaultKubernetesVersion = f.String(bridgeSection, "default_kubernetes_version", "v1.36.3")
+	if _, _, _, err := templates.ParseVersion(b.DefaultKubernetesVersion); err != nil {
+		return nil, &config.Error{Section: bridgeSection, Key: "default_kubernetes_version", Reason: err.Error()}
+	}
+	b.MagnumRelease = f.String(bridgeSection, "magnum_release", "")
+	if b.LogLevel, err = f.OneOf(bridgeSection, "log_level", "info", "debug", "info", "warn", "error"); err != nil {
+		return nil, err
+	}
+	if o.RPC.ServerID == "" || o.RPC.ServerID == host {
+		o.RPC.ServerID = o.Host
+	}
+	return o, nil
+}
