@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 # Shared by mgmt-up.sh, mgmt-down.sh, mgmt-status.sh and mgmt-kubeconfig.sh: where the local
 # management cluster keeps its state, which ports it uses, and how its processes are tracked.
 # Every process is a plain binary on 127.0.0.1, started detached (setsid) with a PID file; a PID file

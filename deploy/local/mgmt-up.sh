@@ -26,7 +26,7 @@ step_start=$t_start
 step_done() { # <what>: logs how long the step since the previous call took
   local t
   t=$(now_ms)
-  log "$1 ($(( (t - step_start) ))ms)"
+  log "$1 ($((t - step_start))ms)"
   step_start=$t
 }
 
@@ -121,6 +121,14 @@ ensure_pki
 step_done "PKI ready in $PKI_DIR"
 
 # --- processes --------------------------------------------------------------------------------
+# same_binary <pid> <path>: the process runs the file at path, or a file it replaced with the same
+# bytes (build-k8s.sh relinks the managers, reproducibly, whenever tools/k8s/capi changes).
+same_binary() {
+  local exe
+  exe=$(readlink "/proc/$1/exe") || return 1
+  [ "$exe" = "$2" ] || { [ "$exe" = "$2 (deleted)" ] && cmp -s "/proc/$1/exe" "$2"; }
+}
+
 # ensure_running <component> <VAR=value … | -> -- <args…>: leaves a running instance alone when
 # it runs the current binary with the same arguments; otherwise (re)starts it detached.
 ensure_running() {
@@ -134,7 +142,7 @@ ensure_running() {
   shift
   bin=$BIN_DIR/$(binary_of "$name")
   if pid=$(pid_of "$name"); then
-    if [ "$(readlink "/proc/$pid/exe")" = "$bin" ] &&
+    if same_binary "$pid" "$bin" &&
       [ "$(tr '\0' '\n' <"/proc/$pid/cmdline")" = "$(printf '%s\n' "$bin" "$@")" ]; then
       return 0
     fi
@@ -231,8 +239,9 @@ step_done "kube-controller-manager ready on 127.0.0.1:$KCM_PORT"
 # The providers' config/ folders come from the module cache of the tools module that built the
 # managers, so CRDs and binaries are always the same version.
 mapfile -t moddirs < <(cd "$root/tools/k8s/capi" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test)
-[ "${#moddirs[@]}" = 2 ] && [ -d "${moddirs[0]}" ] && [ -d "${moddirs[1]}" ] ||
+if [ "${#moddirs[@]}" != 2 ] || ! [ -d "${moddirs[0]}" ] || ! [ -d "${moddirs[1]}" ]; then
   die "cluster-api modules not in the module cache (run: cd tools/k8s/capi && go mod download)"
+fi
 capi_mod=${moddirs[0]} capi_test_mod=${moddirs[1]}
 port_of() { local m; for m in "${CAPI_MANAGERS[@]}"; do [ "${m%%:*}" = "$1" ] && { IFS=: read -r _ wh _ _ <<<"$m"; echo "$wh"; }; done; }
 "$BIN_DIR/capi-install" -kubeconfig "$ADMIN_KUBECONFIG" -ca-bundle "$PKI_DIR/ca.crt" \

@@ -272,7 +272,7 @@ func (c *Conductor) ensureCertificates(ctx context.Context, cl *magnum.Cluster) 
 	if refs.CACertRef != "" {
 		return c.certs.LoadCluster(ctx, refs, issuer)
 	}
-	pki, err := certs.GenerateCluster(issuer)
+	pki, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,8 @@ type Options struct {
 	DefaultKubernetesVersion string
 	// Sign are the [x509] signing options (allowed extensions, key usages, validity).
 	Sign certs.SignOptions
+	// Generate are the [x509] options for new CAs (key size, validity).
+	Generate certs.GenerateOptions
 	// Versions are the object versions replies are encoded at (learned from what magnum-api sends).
 	Versions *magnum.Versions
 	Logger   *slog.Logger

@@ -71,6 +71,8 @@ func main() {
 	cfg.UnsafeNoFsync = *noFsync
 	cfg.QuotaBackendBytes = *quota
 	cfg.LogLevel = "warn"
+	// Zero would log every request as slow.
+	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

@@ -170,6 +170,16 @@ type provider struct {
 // that run as local processes: webhooks are reached at https://<host>:<port><path> and trusted
 // through caBundle, instead of through a Service and cert-manager's CA injection.
 func resolve(spec providerSpec, host string, caBundle []byte) (*provider, error) {
+	for _, dir := range []string{spec.Config, spec.CRDs} {
+		if dir == "" {
+			continue
+		}
+		if st, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("provider folder: %w", err)
+		} else if !st.IsDir() {
+			return nil, fmt.Errorf("provider folder %s is not a directory", dir)
+		}
+	}
 	crdDir := spec.CRDs
 	if crdDir == "" {
 		crdDir = filepath.Join(spec.Config, "crd")

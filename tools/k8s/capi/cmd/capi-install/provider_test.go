@@ -147,6 +147,13 @@ func TestProviderNeedsPortForWebhooks(t *testing.T) {
 	}
 }
 
+func TestResolveMissingFolder(t *testing.T) {
+	_, err := resolve(providerSpec{Config: filepath.Join(t.TempDir(), "missing"), Port: 19443}, "127.0.0.1", testCA)
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("got %v, want an error naming the missing folder", err)
+	}
+}
+
 func TestParseProviderSpecErrors(t *testing.T) {
 	for _, bad := range []string{"", "port=19443", "config=/x,port=0", "config=/x,port=http", "config=/x,colour=blue", "config"} {
 		if _, err := parseProviderSpec(bad); err == nil {

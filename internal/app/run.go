@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/go-logr/logr"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+)
+
+func logger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// Check loads every dependency once: database and its schema, RabbitMQ declarations, the
+// management cluster. It is what `--check-config` runs and what start-up does first.
+func Check(ctx context.Context, o *Options) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := openStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	st.Close()
+	if _, err := capi.RESTConfig(o.Bridge.Kubeconfig); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, o *Options, version string) error {
+	log := logger(o.Bridge.LogLevel)
+	slog.SetDefault(log)
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	log.Info("starting magnum-capi-bridge", "version", version, "host", o.Host, "config", o.Files, "rpc", o.RPC.String())
+
+	st, err := openStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	cfg, err := capi.RESTConfig(o.Bridge.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := capi.NewManager(cfg)
+	if err != nil {
+		return err
+	}
+	versions := magnum.NewVersions(nil)
+	if o.Bridge.MagnumRelease != "" {
+		preset, err := magnum.ReleaseVersions(o.Bridge.MagnumRelease)
+		if err != nil {
+			return fmt.Errorf("[bridge] magnum_release: %w", err)
+		}
+		versions = magnum.NewVersions(preset)
+	}
+	cond := conductor.New(st, mgr.Client, certs.NewManager(st.KeyPairs()), conductor.Options{
+		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
+		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
+		Versions: versions, Logger: log,
+	})
+	if err := mgr.Watch(cond); err != nil {
+		return err
+	}
+	rpcOpts := o.RPC
+	rpcOpts.Logger = log
+	srv, err := rpc.NewServer(rpcOpts)
+	if err != nil {
+		return err
+	}
+	for method, h := range cond.Handlers() {
+		srv.Register(method, h)
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return st.Heartbeat(ctx, o.Host) })
+	g.Go(func() error { return mgr.Start(ctx) })
+	g.Go(func() error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		if err := cond.Resync(ctx); err != nil {
+			log.Warn("resync after start-up", "error", err)
+		}
+		return srv.Run(ctx)
+	})
+	g.Go(func() error {
+		select {
+		case <-srv.Ready():
+			log.Info("serving", "queues", srv.Queues())
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	log.Info("stopped", "error", err)
+	return err
+}
+

@@ -1,0 +1,193 @@
+// Package e2e drives the whole local stack (`make up`) the way a tenant does: the real `openstack`
+// CLI against the real magnum-api, which casts to the bridge over RabbitMQ; the bridge builds the
+// cluster with Cluster API in the management cluster and reports back into Magnum's database.
+//
+// These tests FAIL when the stack is not up (a silently skipped end-to-end suite looks like a
+// passing one); MCB_E2E=0 switches them off explicitly.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	cloudDemo  = "devstack"
+	cloudAlt   = "devstack-alt"
+	cloudAdmin = "devstack-admin"
+	image      = "ubuntu-2404-kube-v1.36.3"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+var (
+	mgmtKubeconfig = env("MCB_KUBECONFIG", "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig")
+	kubectlBin     = env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
+)
+
+func requireStack(t *testing.T) {
+	t.Helper()
+	if os.Getenv("MCB_E2E") == "0" {
+		t.Skip("MCB_E2E=0: end-to-end tests against the local stack are switched off (run `make up`, unset MCB_E2E)")
+	}
+	if _, err := os.Stat(mgmtKubeconfig); err != nil {
+		t.Fatalf("the local stack is not up (no management cluster kubeconfig: %v); run `make up`", err)
+	}
+	if _, err := openstack(t, cloudDemo, "coe", "service", "list"); err != nil {
+		t.Fatalf("the local stack is not up: %v; run `make up`", err)
+	}
+}
+
+func suffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// openstack runs the real CLI; with -f json output the result is decoded by the caller.
+func openstack(t *testing.T, cloud string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "openstack", append([]string{"--os-cloud", cloud}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("openstack %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func mustOpenstack(t *testing.T, cloud string, args ...string) string {
+	t.Helper()
+	out, err := openstack(t, cloud, args...)
+	require.NoError(t, err)
+	return out
+}
+
+func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(kubectlBin, append([]string{"--kubeconfig", kubeconfig, "--request-timeout=20s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+type clusterShow struct {
+	UUID               string            `json:"uuid"`
+	Name               string            `json:"name"`
+	Status             string            `json:"status"`
+	StatusReason       string            `json:"status_reason"`
+	HealthStatus       string            `json:"health_status"`
+	APIAddress         string            `json:"api_address"`
+	COEVersion         string            `json:"coe_version"`
+	StackID            string            `json:"stack_id"`
+	MasterAddresses    []string          `json:"master_addresses"`
+	NodeAddresses      []string          `json:"node_addresses"`
+	NodeCount          int               `json:"node_count"`
+	MasterCount        int               `json:"master_count"`
+	ProjectID          string            `json:"project_id"`
+	Faults             map[string]string `json:"faults"`
+	HealthStatusReason map[string]any    `json:"health_status_reason"`
+}
+
+func showCluster(t *testing.T, cloud, id string) (*clusterShow, error) {
+	out, err := openstack(t, cloud, "coe", "cluster", "show", id, "-f", "json")
+	if err != nil {
+		return nil, err
+	}
+	var c clusterShow
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		return nil, fmt.Errorf("decode cluster show: %v: %s", err, out)
+	}
+	return &c, nil
+}
+
+// waitStatus polls the API (as a tenant would) until the cluster reaches one of want.
+func waitStatus(t *testing.T, cloud, id string, timeout time.Duration, want ...string) *clusterShow {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *clusterShow
+	for time.Now().Before(deadline) {
+		c, err := showCluster(t, cloud, id)
+		require.NoError(t, err)
+		last = c
+		for _, w := range want {
+			if c.Status == w {
+				return c
+			}
+		}
+		if strings.HasSuffix(c.Status, "_FAILED") {
+			t.Fatalf("cluster %s: %s: %s (faults %v)", id, c.Status, c.StatusReason, c.Faults)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Fatalf("cluster %s did not reach %v within %s; last: %+v", id, want, timeout, last)
+	return nil
+}
+
+func waitGone(t *testing.T, cloud, id string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		_, err := showCluster(t, cloud, id)
+		if err != nil && strings.Contains(err.Error(), "could not be found") {
+			return
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Fatalf("cluster %s still exists after %s", id, timeout)
+}
+
+func createTemplate(t *testing.T, cloud string) string {
+	t.Helper()
+	name := "e2e-" + suffix()
+	mustOpenstack(t, cloud, "coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", image,
+		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default")
+	t.Cleanup(func() {
+		// A template still in use cannot be deleted; clusters are deleted by their tests first.
+		_, _ = openstack(t, cloud, "coe", "cluster", "template", "delete", name)
+	})
+	return name
+}
+
+func createCluster(t *testing.T, cloud, template, name string, extra ...string) string {
+	t.Helper()
+	out := mustOpenstack(t, cloud, append([]string{"coe", "cluster", "create", name, "--cluster-template", template,
+		"--master-count", "1", "--node-count", "2"}, extra...)...)
+	// "Request to create cluster <uuid> accepted"
+	fields := strings.Fields(out)
+	for _, f := range fields {
+		if len(f) == 36 && strings.Count(f, "-") == 4 {
+			return f
+		}
+	}
+	t.Fatalf("no cluster uuid in %q", out)
+	return ""
+}
+
+// capiObjects lists what the management cluster still holds of a Magnum cluster.
+func capiObjects(t *testing.T, uuid string) string {
+	t.Helper()
+	out, err := kubectl(t, mgmtKubeconfig, "get", "clusters.cluster.x-k8s.io,secrets", "-A", "-l",
+		"magnum.openstack.org/cluster-uuid="+uuid, "-o", "name")
+	require.NoError(t, err, out)
+	return strings.TrimSpace(out)
+}

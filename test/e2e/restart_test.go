@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBridgeKilledDuringCreate: SIGKILL the bridge right after a create is accepted, start it again;
+// the cluster still reaches CREATE_COMPLETE and the management cluster holds exactly one Cluster for it.
+func TestBridgeKilledDuringCreate(t *testing.T) {
+	requireStack(t)
+	pidFile := env("MCB_BRIDGE_PIDFILE", "/var/lib/magnum-capi-bridge/run/bridge.pid")
+	tmpl := createTemplate(t, cloudDemo)
+	id := createCluster(t, cloudDemo, tmpl, "kill-"+suffix())
+
+	raw, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	up := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"))
+	out, err := up.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
+	clusters, err := kubectl(t, mgmtKubeconfig, "get", "clusters.cluster.x-k8s.io", "-A", "-l",
+		"magnum.openstack.org/cluster-uuid="+id, "-o", "name")
+	require.NoError(t, err, clusters)
+	require.Len(t, strings.Fields(clusters), 1, clusters)
+
+	mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
+	waitGone(t, cloudDemo, id, 4*time.Minute)
+}
+
+func repoRoot(t *testing.T) string {
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, parent, dir, "no go.mod above the test")
+		dir = parent
+	}
+}
