@@ -30,6 +30,7 @@ kubeconfig:
 
 ## test: every test — unit, integration against the real services, end to end against `make up`.
 test: lint up
+	/usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p 2 $(PKGS)
 
 ## test-unit: only the tests that need no local stack (still real RabbitMQ/MariaDB/PostgreSQL).

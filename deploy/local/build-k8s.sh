@@ -25,12 +25,17 @@ capi_stamp() {
   printf -- '-X sigs.k8s.io/cluster-api/version.gitVersion=%s -X sigs.k8s.io/cluster-api/version.gitTreeState=clean -X sigs.k8s.io/cluster-api/version.buildDate=1970-01-01T00:00:00Z' "$1"
 }
 
-# fingerprint of a module dir + versions: rebuild when it changes
-fp() { (cat "$here/versions.env"; find "$1" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | sort | xargs cat) | sha256sum | cut -c1-16; }
+# fingerprint of what a target is built from (versions, go.mod/go.sum, and the sources of its own
+# package when it is ours): rebuild only when that changes.
+fp() {
+  local dir=$1 pkg=$2
+  (cat "$here/versions.env" "$dir/go.mod" "$dir/go.sum"
+   case $pkg in ./*) find "$dir/$pkg" -maxdepth 1 -type f -name '*.go' | sort | xargs cat ;; esac) | sha256sum | cut -c1-16
+}
 
 build() { # name moddir pkg ldflags
   local name=$1 dir=$2 pkg=$3 ld=$4 f
-  f=$(fp "$dir")
+  f=$(fp "$dir" "$pkg")
   if [ -x "$bin/$name" ] && [ "$(cat "$bin/$name.fp" 2>/dev/null)" = "$f" ]; then
     echo "build-k8s: $name up to date"; return
   fi

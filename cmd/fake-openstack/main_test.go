@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+)
+
+func TestPrintSeedMergesTheSeedFile(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.NoError(t, run([]string{"--print-seed"}, &out, &errOut))
+	var seed fakeopenstack.Seed
+	require.NoError(t, json.Unmarshal(out.Bytes(), &seed))
+	assert.Len(t, seed.Images, 2)
+
+	file := filepath.Join(t.TempDir(), "seed.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"flavors":[{"id":"42","name":"g1.gpu","vcpus":8,"ram":32768,"disk":100}]}`), 0o600))
+	out.Reset()
+	require.NoError(t, run([]string{"--seed", file, "--print-seed"}, &out, &errOut))
+	require.NoError(t, json.Unmarshal(out.Bytes(), &seed))
+	assert.Len(t, seed.Flavors, 4)
+	assert.Equal(t, "g1.gpu", seed.Flavors[3].Name)
+}
+
+func TestBadInvocationsFailWithAClearError(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"flavours": []}`), 0o600))
+
+	cases := map[string][]string{
+		"unknown field":                 {"--seed", bad},
+		"no such file":                  {"--seed", filepath.Join(t.TempDir(), "missing.json")},
+		"unexpected arguments":          {"extra-argument"},
+		"every listener is disabled":    {"--image-listen", "", "--compute-listen", "", "--network-listen", ""},
+		"flag provided but not defined": {"--no-such-flag"},
+		"missing port in address":       {"--image-listen", "127.0.0.1"},
+		"network API": {"--image-listen", "127.0.0.1:0", "--compute-listen", "127.0.0.1:0",
+			"--network-listen", "256.0.0.1:1"},
+	}
+	for want, args := range cases {
+		var out, errOut bytes.Buffer
+		err := run(args, &out, &errOut)
+		if assert.Error(t, err, args) {
+			assert.Contains(t, err.Error()+errOut.String(), want, args)
+		}
+	}
+}
+
+func TestPortInUseFailsTheWholeStart(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+
+	var out, errOut bytes.Buffer
+	err = run([]string{"--image-listen", "127.0.0.1:0", "--compute-listen", busy.Addr().String(),
+		"--network-listen", "127.0.0.1:0"}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "compute API")
+	assert.Contains(t, err.Error(), "address already in use")
+}
