@@ -32,7 +32,7 @@ if ! have_python_deps; then
   if ! apt-cache policy python3-magnum 2>/dev/null | grep -q 'Candidate: [0-9]'; then
     apt-get -o DPkg::Lock::Timeout=900 update -q
   fi
-  # No service is part of these packages, but keep maintainer scripts from starting anything anyway.
+  # These packages hold no service; noninteractive keeps debconf from prompting.
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends \
     python3-magnum python3-pymysql python3-psycopg2 >&2
   have_python_deps || { echo "magnum-schema: python3-magnum installed but 'import magnum' still fails" >&2; exit 1; }

@@ -1,0 +1,160 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+)
+
+// CreateCluster inserts a cluster and its nodegroups (the default master and worker) in one
+// transaction, as cluster_create does. created_at is set to now when zero. A redelivered
+// cluster_create finds the uuid taken: that is not an error, nothing is inserted, and the
+// existing row comes back with created=false.
+func (s *Store) CreateCluster(ctx context.Context, c *Cluster, nodegroups ...*NodeGroup) (row *Cluster, created bool, err error) {
+	if c == nil || c.UUID == "" {
+		return nil, false, errors.New("create cluster: the cluster needs a uuid")
+	}
+	now := s.timestamp()
+	vals := c.values()
+	if c.CreatedAt.IsZero() {
+		vals["created_at"] = now
+	}
+	cols, err := s.encodeValues(clusterTable, vals, true)
+	if err != nil {
+		return nil, false, fmt.Errorf("create cluster %s: %w", c.UUID, err)
+	}
+	ngCols := make([][]encodedCol, len(nodegroups))
+	for i, ng := range nodegroups {
+		if ng.ClusterID == "" {
+			ng.ClusterID = c.UUID
+		}
+		if ng.ClusterID != c.UUID {
+			return nil, false, fmt.Errorf("create cluster %s: nodegroup %s belongs to cluster %s", c.UUID, ng.Name, ng.ClusterID)
+		}
+		if ngCols[i], err = s.nodeGroupInsertValues(ng, now); err != nil {
+			return nil, false, fmt.Errorf("create cluster %s: %w", c.UUID, err)
+		}
+	}
+	retried := false
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, maybeApplied bool) error {
+		created, retried = false, retried || maybeApplied
+		if err := s.insert(ctx, tx, clusterTable, cols); err != nil {
+			if s.isDuplicate(err) && s.clusterExists(ctx, c.UUID) {
+				return errDuplicate
+			}
+			return err
+		}
+		for i, ng := range nodegroups {
+			if err := s.insert(ctx, tx, nodegroupTable, ngCols[i]); err != nil {
+				if s.isDuplicate(err) {
+					return magnum.NodeGroupAlreadyExists(ng.Name, c.UUID)
+				}
+				return err
+			}
+		}
+		created = true
+		return nil
+	})
+	if err != nil && !errors.Is(err, errDuplicate) {
+		return nil, false, opError("create cluster "+c.UUID, err)
+	}
+	row, err = s.GetCluster(ctx, c.UUID)
+	if err == nil && !created && retried && row.CreatedAt.Equal(vals["created_at"].(time.Time).UTC().Truncate(time.Second)) {
+		// An earlier attempt of this very call committed and only its acknowledgement was lost.
+		created = true
+	}
+	return row, created, err
+}
+
+// errDuplicate ends a transaction whose insert found its uuid already there.
+var errDuplicate = errors.New("duplicate uuid")
+
+func (s *Store) clusterExists(ctx context.Context, uuid string) bool {
+	_, err := s.selectOne(ctx, s.db, clusterTable, s.quote("uuid")+" = ?", uuid)
+	return err == nil
+}
+
+// GetCluster reads a cluster by uuid; magnum.ClusterNotFound if there is none.
+func (s *Store) GetCluster(ctx context.Context, uuid string) (*Cluster, error) {
+	row, err := s.readOne(ctx, clusterTable, s.quote("uuid")+" = ?", uuid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, magnum.ClusterNotFound(uuid)
+	}
+	if err != nil {
+		return nil, opError("get cluster "+uuid, err)
+	}
+	return clusterFrom(row)
+}
+
+// ListClustersByStatus lists clusters in any of the statuses, by id: what the periodic status
+// sync polls, and what a restarted bridge must resume (magnum.SyncStatuses).
+func (s *Store) ListClustersByStatus(ctx context.Context, statuses ...magnum.ClusterStatus) ([]*Cluster, error) {
+	if len(statuses) == 0 {
+		return nil, errors.New("list clusters: no status given")
+	}
+	args := make([]any, len(statuses))
+	for i, st := range statuses {
+		args[i] = string(st)
+	}
+	rows, err := s.readMany(ctx, clusterTable,
+		fmt.Sprintf("%s IN (%s) ORDER BY %s", s.quote("status"), placeholders(len(statuses)), s.quote("id")), args...)
+	if err != nil {
+		return nil, opError("list clusters", err)
+	}
+	out := make([]*Cluster, 0, len(rows))
+	for _, r := range rows {
+		c, err := clusterFrom(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// UpdateCluster sets columns of a cluster (plus updated_at = now) if the guard holds, and returns
+// the row as written. A failed guard is a *ConflictError (errors.Is(err, ErrConflict)); a missing
+// cluster is magnum.ClusterNotFound.
+func (s *Store) UpdateCluster(ctx context.Context, uuid string, set Fields, g Guard) (*Cluster, error) {
+	row, err := s.guardedUpdate(ctx, clusterTable, uuid, s.quote("uuid")+" = ?", []any{uuid}, set, g,
+		func() error { return magnum.ClusterNotFound(uuid) })
+	if err != nil {
+		return nil, opError("update cluster "+uuid, err)
+	}
+	return clusterFrom(row)
+}
+
+// DeleteCluster deletes a cluster and its nodegroups in one transaction (the end of a delete:
+// clients then get 404). Deleting what is already gone is not an error; deleted says whether a
+// cluster row was removed by this call.
+func (s *Store) DeleteCluster(ctx context.Context, uuid string) (deleted bool, err error) {
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, maybeApplied bool) error {
+		if _, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s = ?", s.quote("nodegroup"), s.quote("cluster_id")), uuid); err != nil {
+			return err
+		}
+		res, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s = ?", s.quote("cluster"), s.quote("uuid")), uuid)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		deleted = err == nil && n > 0
+		return err
+	})
+	return deleted, opError("delete cluster "+uuid, err)
+}
+
+// GetClusterTemplate reads a cluster template by uuid; magnum.ClusterTemplateNotFound if none.
+func (s *Store) GetClusterTemplate(ctx context.Context, uuid string) (*ClusterTemplate, error) {
+	row, err := s.readOne(ctx, clusterTemplateTable, s.quote("uuid")+" = ?", uuid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, magnum.ClusterTemplateNotFound(uuid)
+	}
+	if err != nil {
+		return nil, opError("get cluster template "+uuid, err)
+	}
+	return clusterTemplateFrom(row)
+}

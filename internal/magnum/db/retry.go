@@ -1,0 +1,140 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// isTransient: errors after which the same statement may succeed on another connection or a
+// moment later. Constraint violations, syntax errors and the like are not.
+func isTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1205, 1213, // lock wait timeout, deadlock
+			1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, // too many connections, shutdown, aborted/killed connection
+			2002, 2003, 2006, 2013: // can't connect, server gone away, lost connection
+			return true
+		}
+		return false
+	}
+	if code := pgCode(err); code != "" {
+		switch {
+		case code == "40001", code == "40P01": // serialization failure, deadlock
+			return true
+		case len(code) == 5 && code[:2] == "08": // connection exceptions
+			return true
+		case code == "57P01", code == "57P02", code == "57P03": // admin/crash shutdown, cannot connect now
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// retry runs op until it succeeds, fails for good, or the retries run out. attempt counts from 1.
+func (s *Store) retry(ctx context.Context, op func(attempt int) error) error {
+	wait := s.opts.RetryInterval
+	if wait <= 0 {
+		wait = 10 * time.Millisecond
+	}
+	for attempt := 1; ; attempt++ {
+		err := op(attempt)
+		if err == nil || !isTransient(err) || ctx.Err() != nil ||
+			(s.opts.Retries >= 0 && attempt > s.opts.Retries) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		if wait *= 2; s.opts.MaxRetryInterval > 0 && wait > s.opts.MaxRetryInterval {
+			wait = s.opts.MaxRetryInterval
+		}
+	}
+}
+
+// inTx runs fn in a transaction, retrying the whole transaction after transient errors.
+// maybeApplied tells fn that the previous attempt failed in or after COMMIT: it may have been
+// committed with only its acknowledgement lost, so fn must look for its own effect before
+// writing again (each write here does). An attempt that failed before COMMIT applied nothing,
+// and fn is not asked to look: a concurrent writer's identical change is not mistaken for its own.
+func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, maybeApplied bool) error) error {
+	commitFailed := false
+	return s.retry(ctx, func(attempt int) error {
+		maybeApplied := commitFailed
+		commitFailed = false
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(ctx, tx, maybeApplied); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		if h := s.hooks.beforeCommit; h != nil {
+			if err := h(ctx, attempt, tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			commitFailed = true
+			return err
+		}
+		if h := s.hooks.afterCommit; h != nil {
+			if err := h(attempt); err != nil {
+				commitFailed = true
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// exec, query and queryRow rebind the ? placeholders for the dialect.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	return tx.ExecContext(ctx, s.rebind(query), args...)
+}
+
+func (s *Store) query(ctx context.Context, q querier, query string, args ...any) (*sql.Rows, error) {
+	return q.QueryContext(ctx, s.rebind(query), args...)
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
