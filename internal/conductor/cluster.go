@@ -84,7 +84,7 @@ const (
 
 // defaultNodeGroups builds default-master and default-worker as Magnum's conductor/utils.py does.
 func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters, workers int) (*magnum.NodeGroup, *magnum.NodeGroup) {
-	labels := cl.Labels.Or(map[string]string{})
+	labels := dictMap(cl.Labels)
 	volume := cl.DockerVolumeSize
 	if !volume.IsSet() || volume.IsNull() {
 		volume = tmpl.DockerVolumeSize
@@ -95,7 +95,7 @@ func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters
 		ng.Name.Set(name)
 		ng.ClusterID.Set(cl.UUID.Or(""))
 		ng.ProjectID.Set(cl.ProjectID.Or(""))
-		ng.Labels.Set(labels)
+		ng.Labels.Set(cl.Labels.Or(magnum.Dict{}))
 		ng.NodeCount.Set(int64(count))
 		ng.ImageID.Set(tmpl.ImageID.Or(""))
 		if v, ok := volume.Get(); ok {
@@ -174,7 +174,7 @@ func (c *Conductor) markCreateFailed(ctx context.Context, id string, cause error
 	}
 	for _, g := range groups {
 		// Magnum leaves node groups in CREATE_IN_PROGRESS; failing them fills the API's faults.
-		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{Status: &status, StatusReason: &reason,
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &status, StatusReason: &reason,
 			OnlyIfStatus: []magnum.ClusterStatus{CreateInProgress}}); err != nil && !errors.Is(err, ErrConflict) {
 			return rpc.Retry(err)
 		}
@@ -306,11 +306,11 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 			FixedNetwork: tmpl.FixedNetwork.Or(""), FixedSubnet: tmpl.FixedSubnet.Or(""), DNSNameserver: tmpl.DNSNameserver.Or(""),
 			NetworkDriver: tmpl.NetworkDriver.Or(""), VolumeDriver: tmpl.VolumeDriver.Or(""), DockerVolumeSize: int(tmpl.DockerVolumeSize.Or(0)),
 			MasterLBEnabled: tmpl.MasterLBEnabled.Or(false), FloatingIPEnabled: tmpl.FloatingIPEnabled.Or(true),
-			TLSDisabled: tmpl.TLSDisabled.Or(false), Labels: tmpl.Labels.Or(nil),
+			TLSDisabled: tmpl.TLSDisabled.Or(false), Labels: dictMap(tmpl.Labels),
 		},
 		Cluster: templates.Cluster{
 			UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""), Keypair: cl.Keypair.Or(""),
-			MasterFlavorID: cl.MasterFlavorID.Or(""), FlavorID: cl.FlavorID.Or(""), Labels: cl.Labels.Or(map[string]string{}),
+			MasterFlavorID: cl.MasterFlavorID.Or(""), FlavorID: cl.FlavorID.Or(""), Labels: dictMap(cl.Labels),
 		},
 		DefaultKubernetesVersion: c.opts.DefaultKubernetesVersion,
 	}
@@ -318,14 +318,15 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 		ng := templates.NodeGroup{
 			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), NodeCount: int(g.NodeCount.Or(0)),
 			MinNodeCount: int(g.MinNodeCount.Or(0)), FlavorID: g.FlavorID.Or(""), ImageID: g.ImageID.Or(""),
-			Labels: g.Labels.Or(nil), NodeLabels: g.NodeLabels.Or(nil), IsDefault: g.IsDefault.Or(false),
+			Labels: dictMap(g.Labels), NodeLabels: dictMap(g.NodeLabels), IsDefault: g.IsDefault.Or(false),
 		}
 		if m, ok := g.MaxNodeCount.Get(); ok {
 			n := int(m)
 			ng.MaxNodeCount = &n
 		}
 		for _, t := range g.NodeTaints.Or(nil) {
-			ng.NodeTaints = append(ng.NodeTaints, templates.Taint{Key: t["key"], Value: t["value"], Effect: t["effect"]})
+			m := t.Map()
+			ng.NodeTaints = append(ng.NodeTaints, templates.Taint{Key: m["key"], Value: m["value"], Effect: m["effect"]})
 		}
 		in.NodeGroups = append(in.NodeGroups, ng)
 	}
@@ -363,7 +364,7 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 		return nil, rpc.Retry(err)
 	}
 	for _, g := range groups {
-		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{Status: &deleting, StatusReason: &empty}); err != nil {
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &deleting, StatusReason: &empty}); err != nil {
 			return nil, rpc.Retry(err)
 		}
 	}
@@ -403,4 +404,14 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster) error 
 // projectOfNamespace recovers the project id from a namespace name.
 func (c *Conductor) projectOfNamespace(ns string) string {
 	return strings.TrimPrefix(ns, c.opts.NamespacePrefix)
+}
+
+// dictMap reads a dict field as a Go map; absent or null is empty.
+func dictMap(o magnum.Opt[magnum.Dict]) map[string]string {
+	d, _ := o.Get()
+	m := d.Map()
+	if m == nil {
+		m = map[string]string{}
+	}
+	return m
 }

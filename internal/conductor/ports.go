@@ -32,6 +32,7 @@ type ClusterUpdate struct {
 
 // NodeGroupUpdate is a set of nodegroup columns to write; nil fields are left alone.
 type NodeGroupUpdate struct {
+	ClusterUUID   string
 	Status        *magnum.ClusterStatus
 	StatusReason  *string
 	NodeCount     *int64

@@ -48,7 +48,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	now := c.opts.Now()
 	d := capi.Decide(cur, obs, now)
-	if unimpl, err := templates.ValidateLabels(c.opts.Flavor, cl.Labels.Or(nil)); err == nil && len(unimpl) > 0 {
+	if unimpl, err := templates.ValidateLabels(c.opts.Flavor, dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
 		note := "labels not implemented by magnum-capi-bridge (ignored): " + strings.Join(unimpl, ", ")
 		d.StatusReason = strings.TrimPrefix(strings.TrimSuffix(d.StatusReason, ".")+"; "+note, "; ")
 	}
@@ -70,7 +70,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	if d.Health != "" && d.Health != string(cl.HealthStatus.Or("")) {
 		u.HealthStatus, changed = ptr(magnum.HealthStatus(d.Health)), true
 	}
-	if d.HealthReason != nil && !maps.Equal(d.HealthReason, cl.HealthStatusReason.Or(nil)) {
+	if d.HealthReason != nil && !maps.Equal(d.HealthReason, dictMap(cl.HealthStatusReason)) {
 		u.HealthStatusReason, changed = d.HealthReason, true
 	}
 	// Node groups first: when the cluster turns *_COMPLETE its groups are already final.
@@ -91,6 +91,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 			nu.NodeAddresses, ngChanged = g.NodeAddresses, true
 		}
 		if ngChanged {
+			nu.ClusterUUID = id
 			if err := c.store.UpdateNodeGroup(ctx, g.UUID, nu); err != nil && !errors.Is(err, ErrConflict) {
 				return 0, err
 			}

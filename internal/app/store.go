@@ -1,0 +1,231 @@
+package app
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+)
+
+// store adapts Magnum's database (internal/magnum/db) to what the conductor and the certificate
+// manager need.
+type store struct {
+	*db.Store
+}
+
+var _ conductor.Store = store{}
+
+func openStore(ctx context.Context, o *Options) (store, error) {
+	s, err := db.Open(ctx, o.DatabaseURL)
+	if err != nil {
+		return store{}, err
+	}
+	return store{s}, nil
+}
+
+// notFound maps the store's Magnum exceptions to the conductor's sentinel.
+func notFound(err error) error {
+	if errors.Is(err, magnum.ErrClusterNotFound) || errors.Is(err, magnum.ErrNodeGroupNotFound) ||
+		errors.Is(err, magnum.ErrObjectNotFound) || errors.Is(err, magnum.ErrX509KeyPairNotFound) {
+		return errors.Join(conductor.ErrNotFound, err)
+	}
+	if errors.Is(err, db.ErrConflict) {
+		return errors.Join(conductor.ErrConflict, err)
+	}
+	return err
+}
+
+func (s store) CreateCluster(ctx context.Context, c *magnum.Cluster, groups []*magnum.NodeGroup) (bool, error) {
+	rows := make([]*db.NodeGroup, len(groups))
+	for i, g := range groups {
+		rows[i] = db.NodeGroupFromView(g)
+	}
+	_, created, err := s.Store.CreateCluster(ctx, db.ClusterFromView(c), rows...)
+	return created, err
+}
+
+func (s store) GetCluster(ctx context.Context, uuid string) (*magnum.Cluster, error) {
+	row, err := s.Store.GetCluster(ctx, uuid)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return row.View(), nil
+}
+
+func (s store) GetClusterTemplate(ctx context.Context, uuid string) (*magnum.ClusterTemplate, error) {
+	row, err := s.Store.GetClusterTemplate(ctx, uuid)
+	if err != nil {
+		if errors.Is(err, magnum.ErrClusterTemplateNotFound) {
+			return nil, errors.Join(conductor.ErrNotFound, err)
+		}
+		return nil, notFound(err)
+	}
+	return row.View(), nil
+}
+
+func (s store) ListNodeGroups(ctx context.Context, clusterUUID string) ([]*magnum.NodeGroup, error) {
+	rows, err := s.Store.ListNodeGroups(ctx, clusterUUID)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	out := make([]*magnum.NodeGroup, len(rows))
+	for i, r := range rows {
+		out[i] = r.View()
+	}
+	return out, nil
+}
+
+func (s store) ListClustersByStatus(ctx context.Context, statuses ...magnum.ClusterStatus) ([]*magnum.Cluster, error) {
+	rows, err := s.Store.ListClustersByStatus(ctx, statuses...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*magnum.Cluster, len(rows))
+	for i, r := range rows {
+		out[i] = r.View()
+	}
+	return out, nil
+}
+
+// nullable writes "" as NULL, as Python writes None.
+func nullable(s *string) any {
+	if *s == "" {
+		return nil
+	}
+	return *s
+}
+
+func (s store) UpdateCluster(ctx context.Context, uuid string, u conductor.ClusterUpdate) error {
+	set := db.Fields{}
+	if u.Status != nil {
+		set["status"] = *u.Status
+	}
+	if u.StatusReason != nil {
+		set["status_reason"] = nullable(u.StatusReason)
+	}
+	if u.StackID != nil {
+		set["stack_id"] = *u.StackID
+	}
+	if u.APIAddress != nil {
+		set["api_address"] = *u.APIAddress
+	}
+	if u.COEVersion != nil {
+		set["coe_version"] = *u.COEVersion
+	}
+	if u.HealthStatus != nil {
+		set["health_status"] = *u.HealthStatus
+	}
+	if u.HealthStatusReason != nil {
+		set["health_status_reason"] = magnum.DictFromMap(u.HealthStatusReason)
+	}
+	if r := u.CertRefs; r != nil {
+		set["ca_cert_ref"], set["etcd_ca_cert_ref"] = r.CACertRef, r.EtcdCACertRef
+		set["front_proxy_ca_cert_ref"], set["magnum_cert_ref"] = r.FrontProxyCACertRef, r.MagnumCertRef
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	_, err := s.Store.UpdateCluster(ctx, uuid, set, db.IfStatus(u.OnlyIfStatus...))
+	return notFound(err)
+}
+
+func (s store) UpdateNodeGroup(ctx context.Context, uuid string, u conductor.NodeGroupUpdate) error {
+	set := db.Fields{}
+	if u.Status != nil {
+		set["status"] = *u.Status
+	}
+	if u.StatusReason != nil {
+		set["status_reason"] = nullable(u.StatusReason)
+	}
+	if u.NodeCount != nil {
+		set["node_count"] = *u.NodeCount
+	}
+	if u.NodeAddresses != nil {
+		set["node_addresses"] = u.NodeAddresses
+	}
+	if u.StackID != nil {
+		set["stack_id"] = *u.StackID
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	_, err := s.Store.UpdateNodeGroup(ctx, u.ClusterUUID, uuid, set, db.IfStatus(u.OnlyIfStatus...))
+	return notFound(err)
+}
+
+// DeleteCluster removes the node group rows and the cluster row in one transaction.
+func (s store) DeleteCluster(ctx context.Context, uuid string) error {
+	_, err := s.Store.DeleteCluster(ctx, uuid)
+	return notFound(err)
+}
+
+// Heartbeat keeps the magnum_service row fresh until ctx ends.
+func (s store) Heartbeat(ctx context.Context, host string) error {
+	return (&db.Heartbeat{Store: s.Store, Host: host}).Run(ctx)
+}
+
+// KeyPairs is the x509keypair certificate backend.
+func (s store) KeyPairs() certs.Backend { return keyPairs{s.Store} }
+
+type keyPairs struct{ st *db.Store }
+
+func (k keyPairs) Store(ctx context.Context, _ string, kp certs.KeyPair, owner certs.Owner) (string, error) {
+	row := &db.X509KeyPair{UUID: newUUID(), Certificate: &kp.Certificate,
+		PrivateKey: ptrSecret(kp.PrivateKey), PrivateKeyPassphrase: ptrSecret(kp.Passphrase),
+		ProjectID: &owner.ProjectID, UserID: &owner.UserID}
+	if kp.Intermediates != "" {
+		row.Intermediates = &kp.Intermediates
+	}
+	saved, _, err := k.st.CreateX509KeyPair(ctx, row)
+	if err != nil {
+		return "", err
+	}
+	return saved.UUID, nil
+}
+
+func (k keyPairs) Load(ctx context.Context, ref string) (certs.KeyPair, error) {
+	row, err := k.st.GetX509KeyPair(ctx, ref)
+	if err != nil {
+		if errors.Is(err, magnum.ErrX509KeyPairNotFound) {
+			return certs.KeyPair{}, errors.Join(certs.ErrKeyPairNotFound, err)
+		}
+		return certs.KeyPair{}, err
+	}
+	kp := certs.KeyPair{}
+	if row.Certificate != nil {
+		kp.Certificate = *row.Certificate
+	}
+	if row.PrivateKey != nil {
+		kp.PrivateKey = row.PrivateKey.Reveal()
+	}
+	if row.PrivateKeyPassphrase != nil {
+		kp.Passphrase = row.PrivateKeyPassphrase.Reveal()
+	}
+	if row.Intermediates != nil {
+		kp.Intermediates = *row.Intermediates
+	}
+	return kp, nil
+}
+
+func (k keyPairs) Delete(ctx context.Context, ref string) error {
+	deleted, err := k.st.DeleteX509KeyPair(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if !deleted {
+		return certs.ErrKeyPairNotFound
+	}
+	return nil
+}
+
+func ptrSecret(s string) *magnum.Secret {
+	sec := magnum.Secret(s)
+	return &sec
+}
+
+func newUUID() string { return uuid.NewString() }

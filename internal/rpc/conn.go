@@ -1,0 +1,257 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// connector dials the configured brokers in turn (failover across the hosts of transport_url)
+// with exponential backoff and jitter between attempts.
+type connector struct {
+	opts    *Options
+	purpose string
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	next int
+}
+
+func newConnector(opts *Options, purpose string) *connector {
+	c := &connector{opts: opts, purpose: purpose, log: opts.logger()}
+	if len(opts.Hosts) > 1 {
+		// Like oslo (which shuffles the host list), spread services over the brokers.
+		c.next = rand.IntN(len(opts.Hosts))
+	}
+	return c
+}
+
+// backoff returns the delay before attempt n (0-based): exponential from ReconnectInterval,
+// capped at ReconnectMax, with "equal jitter" (half fixed, half random) so that many clients
+// reconnecting after a broker restart do not arrive in lockstep.
+func backoff(n int, base, max time.Duration) time.Duration {
+	if base <= 0 {
+		base = 100 * time.Millisecond
+	}
+	if max < base {
+		max = base
+	}
+	d := base
+	for i := 0; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// connect returns a connection to the first host that answers, retrying until ctx ends.
+// Errors that retrying cannot fix (bad TLS files) are returned at once.
+func (c *connector) connect(ctx context.Context) (*amqp.Connection, error) {
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		host := c.opts.Hosts[c.next%len(c.opts.Hosts)]
+		c.next = (c.next + 1) % len(c.opts.Hosts)
+		c.mu.Unlock()
+
+		conn, err := c.dial(ctx, host)
+		if err == nil {
+			if attempt > 0 {
+				c.log.Info("rpc: connected to broker", "purpose", c.purpose, "host", hostAddr(host), "attempts", attempt+1)
+			}
+			return conn, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if isConfigError(err) {
+			return nil, err
+		}
+		delay := backoff(attempt, c.opts.ReconnectInterval, c.opts.ReconnectMax)
+		// The error text of amqp091 never contains the password.
+		c.log.Warn("rpc: cannot connect to broker, retrying", "purpose", c.purpose, "host", hostAddr(host),
+			"error", err.Error(), "retry_in", delay.Round(time.Millisecond))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func hostAddr(h Host) string { return net.JoinHostPort(h.Hostname, strconv.Itoa(h.Port)) }
+
+// dial opens one connection. The TCP dial gives up when ctx ends; the TLS and AMQP handshake
+// is bounded by the dial timeout.
+func (c *connector) dial(ctx context.Context, h Host) (*amqp.Connection, error) {
+	return c.opts.dialHost(ctx, h, c.purpose)
+}
+
+// configError marks dial errors caused by local configuration (TLS files), not the network.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+func isConfigError(err error) bool {
+	var ce configError
+	return errors.As(err, &ce)
+}
+
+// ---- publisher ----------------------------------------------------------------------------------
+
+// errUnroutable is returned for a mandatory message the broker could not route (the reply
+// queue is gone, spec §2.7).
+var errUnroutable = errors.New("message returned by the broker: no queue bound")
+
+// publisher owns one connection and one channel in confirm mode. publish waits for the
+// broker's confirm and retries across reconnects, so a message is delivered at least once.
+type publisher struct {
+	connector *connector
+	log       *slog.Logger
+
+	// mu serialises channel (re)creation and publishing. Mandatory publishes hold it until their
+	// confirm arrives, so a basic.return is unambiguously theirs.
+	mu       sync.Mutex
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+	returns  chan amqp.Return
+	declared map[string]bool
+	closed   bool
+}
+
+func newPublisher(opts *Options, purpose string) *publisher {
+	return &publisher{connector: newConnector(opts, purpose), log: opts.logger()}
+}
+
+// channelLocked returns the open channel, connecting first if needed. p.mu is held.
+func (p *publisher) channelLocked(ctx context.Context) (*amqp.Channel, error) {
+	if p.closed {
+		return nil, errors.New("rpc: publisher closed")
+	}
+	if p.ch != nil && !p.ch.IsClosed() && !p.conn.IsClosed() {
+		return p.ch, nil
+	}
+	p.resetLocked()
+	conn, err := p.connector.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	p.returns = ch.NotifyReturn(make(chan amqp.Return, 4))
+	p.conn, p.ch = conn, ch
+	p.declared = map[string]bool{}
+	return ch, nil
+}
+
+func (p *publisher) resetLocked() {
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	p.conn, p.ch, p.returns = nil, nil, nil
+}
+
+// publish sends one message and waits for its confirm, reconnecting and retrying on
+// connection loss or nack until ctx ends. exchange, when non-nil, is declared first (once per
+// channel). A mandatory message that cannot be routed yields errUnroutable (not retried here).
+func (p *publisher) publish(ctx context.Context, exchange *exchangeDecl, exchangeName, key string, mandatory bool, msg amqp.Publishing) error {
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		err := p.tryPublish(ctx, exchange, exchangeName, key, mandatory, msg)
+		if err == nil || errors.Is(err, errUnroutable) || errors.Is(err, errDeclarationMismatch) || isConfigError(err) {
+			return err
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return fmt.Errorf("rpc: publish to %q/%q: %w (last error: %v)", exchangeName, key, ctx.Err(), lastErr)
+		}
+		delay := backoff(attempt, 50*time.Millisecond, p.connector.opts.ReconnectMax)
+		p.log.Debug("rpc: publish failed, retrying", "exchange", exchangeName, "routing_key", key, "error", err.Error(), "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("rpc: publish to %q/%q: %w (last error: %v)", exchangeName, key, ctx.Err(), lastErr)
+		case <-t.C:
+		}
+	}
+}
+
+func (p *publisher) tryPublish(ctx context.Context, exchange *exchangeDecl, exchangeName, key string, mandatory bool, msg amqp.Publishing) error {
+	p.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			p.mu.Unlock()
+		}
+	}()
+	ch, err := p.channelLocked(ctx)
+	if err != nil {
+		return err
+	}
+	if exchange != nil && !p.declared[exchange.Name] {
+		if err := declareExchange(ch, *exchange); err != nil {
+			p.resetLocked()
+			return err
+		}
+		p.declared[exchange.Name] = true
+	}
+	returns := p.returns
+	for len(returns) > 0 { // nothing should be pending; never attribute an old return to us
+		<-returns
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchangeName, key, mandatory, false, msg)
+	if err != nil {
+		p.resetLocked()
+		return err
+	}
+	if !mandatory {
+		// Let other publishers pipeline while this one waits for its confirm.
+		p.mu.Unlock()
+		locked = false
+	}
+	select {
+	case <-dc.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if !dc.Acked() {
+		return errors.New("rpc: broker did not confirm the message (nack or connection lost)")
+	}
+	if mandatory {
+		// The broker sends basic.return before basic.ack, and amqp091 hands it to our
+		// buffered channel before processing the ack, so it is already there if it exists.
+		select {
+		case ret := <-returns:
+			return fmt.Errorf("%w (%d %s)", errUnroutable, ret.ReplyCode, ret.ReplyText)
+		default:
+		}
+	}
+	return nil
+}
+
+func (p *publisher) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	p.resetLocked()
+}

@@ -1,0 +1,513 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file re-encodes JSON the way Python's json.dumps does with its defaults, which is what
+// oslo.messaging (oslo_serialization.jsonutils.dumps) and kombu put on the wire:
+//
+//   - separators ", " and ": " (no newlines, no indentation);
+//   - ensure_ascii=True: every character outside printable ASCII (0x20..0x7e) is written as a
+//     lowercase \uXXXX escape (a surrogate pair above U+FFFF), and \b \f \n \r \t \" \\ use
+//     their short forms; "/" is not escaped;
+//   - object keys in their original order, numbers exactly as written.
+//
+// Working on raw JSON (not on decoded Go values) is what lets a re-encoded message keep the key
+// order of the original and makes the client's output byte-identical to magnum-api's.
+
+// errInvalidJSON is returned for input that is not a single valid JSON value.
+var errInvalidJSON = errors.New("invalid JSON")
+
+// pyJSON returns raw (any valid JSON) re-encoded in Python's json.dumps style.
+func pyJSON(raw []byte) ([]byte, error) {
+	if !json.Valid(raw) {
+		return nil, errInvalidJSON
+	}
+	return appendPyJSON(make([]byte, 0, len(raw)+len(raw)/8), raw)
+}
+
+// appendPyJSON appends the Python-style form of raw, which must already be valid JSON.
+func appendPyJSON(dst, raw []byte) ([]byte, error) {
+	s := pyScanner{src: raw}
+	s.skipSpace()
+	out, err := s.value(dst)
+	if err != nil {
+		return nil, err
+	}
+	s.skipSpace()
+	if s.pos != len(s.src) {
+		return nil, errInvalidJSON
+	}
+	return out, nil
+}
+
+// appendPyString appends s as a Python ensure_ascii JSON string literal.
+func appendPyString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			dst = appendPyASCII(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		// Invalid UTF-8 decodes to U+FFFD, as Go's encoding/json does; Python strings cannot
+		// hold undecodable bytes at all, so no valid input takes this path differently.
+		dst = appendPyRune(dst, r)
+		i += size
+	}
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendPyASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '"':
+		return append(dst, '\\', '"')
+	case '\\':
+		return append(dst, '\\', '\\')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	if c < 0x20 || c == 0x7f {
+		return appendUnicodeEscape(dst, uint16(c))
+	}
+	return append(dst, c)
+}
+
+func appendUnicodeEscape(dst []byte, u uint16) []byte {
+	return append(dst, '\\', 'u', hexDigits[u>>12&0xf], hexDigits[u>>8&0xf], hexDigits[u>>4&0xf], hexDigits[u&0xf])
+}
+
+func appendPyRune(dst []byte, r rune) []byte {
+	if r < utf8.RuneSelf {
+		return appendPyASCII(dst, byte(r))
+	}
+	if r > 0xffff {
+		r1, r2 := utf16.EncodeRune(r)
+		dst = appendUnicodeEscape(dst, uint16(r1))
+		return appendUnicodeEscape(dst, uint16(r2))
+	}
+	return appendUnicodeEscape(dst, uint16(r))
+}
+
+// pyScanner walks valid JSON and writes it back in Python style. It relies on json.Valid
+// having accepted the input, but still refuses to run off the end of malformed input.
+type pyScanner struct {
+	src []byte
+	pos int
+}
+
+func (s *pyScanner) skipSpace() {
+	for s.pos < len(s.src) {
+		switch s.src[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *pyScanner) value(dst []byte) ([]byte, error) {
+	if s.pos >= len(s.src) {
+		return nil, errInvalidJSON
+	}
+	switch c := s.src[s.pos]; {
+	case c == '{':
+		return s.object(dst)
+	case c == '[':
+		return s.array(dst)
+	case c == '"':
+		return s.str(dst)
+	default:
+		// Literal (true/false/null) or number: copy verbatim up to the next delimiter.
+		start := s.pos
+		for s.pos < len(s.src) && !isDelimiter(s.src[s.pos]) {
+			s.pos++
+		}
+		if start == s.pos {
+			return nil, errInvalidJSON
+		}
+		return append(dst, s.src[start:s.pos]...), nil
+	}
+}
+
+func (s *pyScanner) object(dst []byte) ([]byte, error) {
+	s.pos++ // '{'
+	dst = append(dst, '{')
+	s.skipSpace()
+	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+		s.pos++
+		return append(dst, '}'), nil
+	}
+	for first := true; ; first = false {
+		if !first {
+			dst = append(dst, ',', ' ')
+		}
+		s.skipSpace()
+		var err error
+		if dst, err = s.str(dst); err != nil {
+			return nil, err
+		}
+		s.skipSpace()
+		if s.pos >= len(s.src) || s.src[s.pos] != ':' {
+			return nil, errInvalidJSON
+		}
+		s.pos++
+		dst = append(dst, ':', ' ')
+		s.skipSpace()
+		if dst, err = s.value(dst); err != nil {
+			return nil, err
+		}
+		s.skipSpace()
+		if s.pos >= len(s.src) {
+			return nil, errInvalidJSON
+		}
+		switch s.src[s.pos] {
+		case ',':
+			s.pos++
+		case '}':
+			s.pos++
+			return append(dst, '}'), nil
+		default:
+			return nil, errInvalidJSON
+		}
+	}
+}
+
+func (s *pyScanner) array(dst []byte) ([]byte, error) {
+	s.pos++ // '['
+	dst = append(dst, '[')
+	s.skipSpace()
+	if s.pos < len(s.src) && s.src[s.pos] == ']' {
+		s.pos++
+		return append(dst, ']'), nil
+	}
+	for first := true; ; first = false {
+		if !first {
+			dst = append(dst, ',', ' ')
+		}
+		s.skipSpace()
+		var err error
+		if dst, err = s.value(dst); err != nil {
+			return nil, err
+		}
+		s.skipSpace()
+		if s.pos >= len(s.src) {
+			return nil, errInvalidJSON
+		}
+		switch s.src[s.pos] {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			return append(dst, ']'), nil
+		default:
+			return nil, errInvalidJSON
+		}
+	}
+}
+
+// str re-escapes one string literal. Escapes in the input are decoded to UTF-16 code units
+// and written the way Python would write that code unit, so lone surrogates (which Python
+// accepts and re-emits) survive unchanged.
+func (s *pyScanner) str(dst []byte) ([]byte, error) {
+	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+		return nil, errInvalidJSON
+	}
+	s.pos++
+	dst = append(dst, '"')
+	for s.pos < len(s.src) {
+		c := s.src[s.pos]
+		switch {
+		case c == '"':
+			s.pos++
+			return append(dst, '"'), nil
+		case c == '\\':
+			if s.pos+1 >= len(s.src) {
+				return nil, errInvalidJSON
+			}
+			e := s.src[s.pos+1]
+			s.pos += 2
+			switch e {
+			case '"', '\\', '/':
+				dst = appendPyASCII(dst, e)
+			case 'b':
+				dst = append(dst, '\\', 'b')
+			case 'f':
+				dst = append(dst, '\\', 'f')
+			case 'n':
+				dst = append(dst, '\\', 'n')
+			case 'r':
+				dst = append(dst, '\\', 'r')
+			case 't':
+				dst = append(dst, '\\', 't')
+			case 'u':
+				if s.pos+4 > len(s.src) {
+					return nil, errInvalidJSON
+				}
+				u, ok := parseHex4(s.src[s.pos : s.pos+4])
+				if !ok {
+					return nil, errInvalidJSON
+				}
+				s.pos += 4
+				if u < utf8.RuneSelf {
+					dst = appendPyASCII(dst, byte(u))
+				} else {
+					dst = appendUnicodeEscape(dst, u)
+				}
+			default:
+				return nil, errInvalidJSON
+			}
+		case c < utf8.RuneSelf:
+			dst = appendPyASCII(dst, c)
+			s.pos++
+		default:
+			r, size := utf8.DecodeRune(s.src[s.pos:])
+			dst = appendPyRune(dst, r)
+			s.pos += size
+		}
+	}
+	return nil, errInvalidJSON
+}
+
+func parseHex4(b []byte) (uint16, bool) {
+	var u uint16
+	for _, c := range b {
+		u <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			u |= uint16(c - '0')
+		case c >= 'a' && c <= 'f':
+			u |= uint16(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			u |= uint16(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return u, true
+}
+
+// member is one key/value pair of a JSON object, in wire order.
+type member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// splitObject returns the members of a JSON object in order. Like Python's json.loads, a
+// repeated key keeps its first position and its last value. raw must be valid JSON.
+func splitObject(raw []byte) ([]member, error) {
+	s := pyScanner{src: raw}
+	s.skipSpace()
+	if s.pos >= len(s.src) || s.src[s.pos] != '{' {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	s.pos++
+	var out []member
+	index := map[string]int{}
+	s.skipSpace()
+	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+		return out, nil
+	}
+	for {
+		s.skipSpace()
+		keyStart := s.pos
+		if err := s.skipString(); err != nil {
+			return nil, err
+		}
+		key, ok := decodeKey(s.src[keyStart:s.pos])
+		if !ok {
+			return nil, errInvalidJSON
+		}
+		s.skipSpace()
+		if s.pos >= len(s.src) || s.src[s.pos] != ':' {
+			return nil, errInvalidJSON
+		}
+		s.pos++
+		s.skipSpace()
+		valStart := s.pos
+		if err := s.skipValue(); err != nil {
+			return nil, err
+		}
+		val := json.RawMessage(s.src[valStart:s.pos])
+		if i, dup := index[key]; dup {
+			out[i].Value = val
+		} else {
+			index[key] = len(out)
+			out = append(out, member{Key: key, Value: val})
+		}
+		s.skipSpace()
+		if s.pos >= len(s.src) {
+			return nil, errInvalidJSON
+		}
+		switch s.src[s.pos] {
+		case ',':
+			s.pos++
+		case '}':
+			return out, nil
+		default:
+			return nil, errInvalidJSON
+		}
+	}
+}
+
+func (s *pyScanner) skipString() error {
+	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+		return errInvalidJSON
+	}
+	for s.pos++; s.pos < len(s.src); s.pos++ {
+		switch s.src[s.pos] {
+		case '\\':
+			s.pos++
+		case '"':
+			s.pos++
+			return nil
+		}
+	}
+	return errInvalidJSON
+}
+
+// skipValue advances over one value without copying it (iteratively, so deep nesting
+// cannot exhaust the stack). The input has been validated by json.Valid.
+func (s *pyScanner) skipValue() error {
+	depth := 0
+	for s.pos < len(s.src) {
+		switch s.src[s.pos] {
+		case '"':
+			if err := s.skipString(); err != nil {
+				return err
+			}
+		case '{', '[':
+			depth++
+			s.pos++
+			continue
+		case '}', ']':
+			if depth == 0 {
+				return errInvalidJSON
+			}
+			depth--
+			s.pos++
+		default:
+			if depth > 0 {
+				s.pos++
+				continue
+			}
+			// A literal or number: it ends at the next delimiter or space.
+			start := s.pos
+			for s.pos < len(s.src) && !isDelimiter(s.src[s.pos]) {
+				s.pos++
+			}
+			if s.pos == start {
+				return errInvalidJSON
+			}
+			return nil
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+	return errInvalidJSON
+}
+
+func isDelimiter(c byte) bool {
+	switch c {
+	case ',', '}', ']', ':', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+// unquoteJSONString decodes a JSON string literal (already validated) exactly like
+// encoding/json: invalid UTF-8 and unpaired surrogates become U+FFFD.
+func unquoteJSONString(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	s := raw[1 : len(raw)-1]
+	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		return s, true
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			if c < utf8.RuneSelf {
+				out = append(out, c)
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRune(s[i:])
+			out = utf8.AppendRune(out, r) // RuneError for invalid bytes
+			i += size
+			continue
+		}
+		if i+1 >= len(s) {
+			return nil, false
+		}
+		e := s[i+1]
+		i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if i+4 > len(s) {
+				return nil, false
+			}
+			u, ok := parseHex4(s[i : i+4])
+			if !ok {
+				return nil, false
+			}
+			i += 4
+			r := rune(u)
+			if utf16.IsSurrogate(r) {
+				r = utf8.RuneError
+				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if u2, ok := parseHex4(s[i+2 : i+6]); ok {
+						if dec := utf16.DecodeRune(rune(u), rune(u2)); dec != utf8.RuneError {
+							r = dec
+							i += 6
+						}
+					}
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// decodeKey decodes an object key, avoiding encoding/json for the common escape-free case.
+func decodeKey(raw []byte) (string, bool) {
+	b, ok := unquoteJSONString(raw)
+	return string(b), ok
+}

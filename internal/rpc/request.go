@@ -1,0 +1,126 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Handler runs one RPC method. The returned result is JSON-marshalled into the reply of a call
+// (json.RawMessage and json.Marshaler values are used as they are; nil becomes null) and
+// ignored for a cast. An error is reported to the caller as an oslo remote exception: see
+// OsloFailure, RemoteError, InvalidArgs; errors wrapped with Retry are retried instead.
+type Handler func(ctx context.Context, req *Request) (result any, err error)
+
+// Request is one decoded RPC message handed to a Handler.
+type Request struct {
+	Method string
+	// Args are the keyword arguments, raw JSON (objects are decoded by internal/magnum).
+	Args    map[string]json.RawMessage
+	Context *Context
+
+	UniqueID string // _unique_id
+	MsgID    string // _msg_id (calls)
+	ReplyQ   string // _reply_q (calls)
+	IsCall   bool
+	// Deadline is when the caller stops waiting: receipt time + the message's AMQP expiration
+	// (calls only; zero for casts). The broker drops calls that expire while still queued.
+	Deadline time.Time
+	// Redelivered is the broker's flag: an earlier delivery was not acknowledged (a consumer
+	// died or the connection dropped), so the handler may have run before.
+	Redelivered bool
+	// Attempt counts handler runs for this delivery (1, then 2… after Retry errors).
+	Attempt int
+	// Queue is the queue the message came from.
+	Queue string
+
+	Namespace, Version string
+}
+
+// ArgNames returns the argument names, sorted.
+func (r Request) ArgNames() []string {
+	names := make([]string, 0, len(r.Args))
+	for k := range r.Args {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Arg decodes one argument into v; a missing argument leaves v untouched and returns false.
+func (r *Request) Arg(name string, v any) (bool, error) {
+	raw, ok := r.Args[name]
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, InvalidArgs("argument %s: %v", name, err)
+	}
+	return true, nil
+}
+
+// The views below use value receivers so that a Request printed by value is covered too.
+
+// LogValue gives the loggable view: method, ids, argument names (never values: a Zed cluster
+// object carries trustee_password) and the redacted context.
+func (r Request) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("unique_id", r.UniqueID),
+		slog.Bool("call", r.IsCall),
+		slog.String("args", strings.Join(r.ArgNames(), ",")),
+	}
+	if r.MsgID != "" {
+		attrs = append(attrs, slog.String("msg_id", r.MsgID))
+	}
+	if r.Redelivered {
+		attrs = append(attrs, slog.Bool("redelivered", true))
+	}
+	if r.Attempt > 1 {
+		attrs = append(attrs, slog.Int("attempt", r.Attempt))
+	}
+	if r.Context != nil {
+		attrs = append(attrs, slog.Any("context", r.Context.LogValue()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// String is the same view as LogValue.
+func (r Request) String() string {
+	ctx := "<nil>"
+	if r.Context != nil {
+		ctx = r.Context.String()
+	}
+	return fmt.Sprintf("Request{method=%s unique_id=%s call=%t args=[%s] %s}", r.Method, r.UniqueID, r.IsCall,
+		strings.Join(r.ArgNames(), ","), ctx)
+}
+
+// Format makes every fmt verb (including %+v, which would print Args) use String.
+func (r Request) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String())) }
+
+// DefaultKeyFunc serialises work per cluster: the "uuid" argument (cluster_delete), else the
+// uuid inside the "cluster" object argument (every other cluster and nodegroup method).
+// Requests without either run independently.
+func DefaultKeyFunc(r *Request) string {
+	if raw, ok := r.Args["uuid"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) == nil && s != "" {
+			return s
+		}
+	}
+	if raw, ok := r.Args["cluster"]; ok {
+		var obj struct {
+			Data struct {
+				UUID string `json:"uuid"`
+			} `json:"magnum_object.data"`
+		}
+		if json.Unmarshal(raw, &obj) == nil && obj.Data.UUID != "" {
+			return obj.Data.UUID
+		}
+	}
+	return ""
+}
