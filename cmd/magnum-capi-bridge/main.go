@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,11 +25,12 @@ func (f *fileList) String() string     { return strings.Join(*f, ",") }
 func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("magnum-capi-bridge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var files fileList
 	fs.Var(&files, "config-file", "configuration file, repeatable; later files win (default: "+strings.Join(app.DefaultConfigFiles, ", ")+")")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -52,7 +54,7 @@ Usage: magnum-capi-bridge [flags]
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("magnum-capi-bridge", version)
+		fmt.Fprintln(stdout, "magnum-capi-bridge", version)
 		return 0
 	}
 	if len(files) == 0 {
@@ -60,21 +62,21 @@ Usage: magnum-capi-bridge [flags]
 	}
 	opts, err := app.LoadOptions(files...)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "magnum-capi-bridge: configuration error:", err)
+		fmt.Fprintln(stderr, "magnum-capi-bridge: configuration error:", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *check {
 		if err := app.Check(ctx, opts); err != nil {
-			fmt.Fprintln(os.Stderr, "magnum-capi-bridge:", err)
+			fmt.Fprintln(stderr, "magnum-capi-bridge:", err)
 			return 1
 		}
-		fmt.Println("configuration and dependencies OK")
+		fmt.Fprintln(stdout, "configuration and dependencies OK")
 		return 0
 	}
 	if err := app.Run(ctx, opts, version); err != nil {
-		fmt.Fprintln(os.Stderr, "magnum-capi-bridge:", err)
+		fmt.Fprintln(stderr, "magnum-capi-bridge:", err)
 		return 1
 	}
 	return 0

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
@@ -37,6 +39,9 @@ type Options struct {
 	RPC         rpc.Options
 	Generate    certs.GenerateOptions
 	Sign        certs.SignOptions
+	// HeartbeatInterval refreshes magnum_service: a third of [DEFAULT] service_down_time (the age at
+	// which magnum-api shows the conductor down), at most 60 s like the Python conductor.
+	HeartbeatInterval time.Duration
 	// CertManagerType is [certificates] cert_manager_type; the bridge implements x509keypair.
 	CertManagerType string
 	Bridge          BridgeOptions
@@ -73,7 +78,17 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if o.DatabaseURL == "" {
 		return nil, &config.Error{Section: "database", Key: "connection", Reason: "is required"}
 	}
-	var err error
+	if _, err := db.ParseURL(o.DatabaseURL); err != nil {
+		return nil, &config.Error{Section: "database", Key: "connection", Reason: err.Error()}
+	}
+	downTime, err := f.Seconds("DEFAULT", "service_down_time", 180*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if downTime < 3*time.Second {
+		return nil, &config.Error{Section: "DEFAULT", Key: "service_down_time", Reason: "must be at least 3 seconds"}
+	}
+	o.HeartbeatInterval = min(downTime/3, 60*time.Second)
 	if o.RPC, err = rpc.OptionsFromConfig(f); err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return st.Heartbeat(ctx, o.Host) })
+	g.Go(func() error { return st.Heartbeat(ctx, o.Host, o.HeartbeatInterval) })
 	g.Go(func() error { return mgr.Start(ctx) })
 	g.Go(func() error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -116,4 +116,3 @@ func Run(ctx context.Context, o *Options, version string) error {
 	log.Info("stopped", "error", err)
 	return err
 }
-

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -165,8 +166,8 @@ func (s store) DeleteCluster(ctx context.Context, uuid string) error {
 }
 
 // Heartbeat keeps the magnum_service row fresh until ctx ends.
-func (s store) Heartbeat(ctx context.Context, host string) error {
-	return (&db.Heartbeat{Store: s.Store, Host: host}).Run(ctx)
+func (s store) Heartbeat(ctx context.Context, host string, interval time.Duration) error {
+	return (&db.Heartbeat{Store: s.Store, Host: host, Interval: interval}).Run(ctx)
 }
 
 // KeyPairs is the x509keypair certificate backend.

@@ -103,6 +103,10 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 	}
 	d.COEVersion = c.Spec.Topology.Version
 	d.Health, d.HealthReason = health(c)
+	if cur.Status == CreateInProgress && d.Health == Unhealthy {
+		// A cluster still being built is not unhealthy, just not known to be healthy yet.
+		d.Health = Unknown
+	}
 	d.NodeGroups = nodeGroups(cur, obs)
 
 	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
@@ -307,14 +311,27 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 	return out
 }
 
+// machineAddresses prefers IP addresses (what Magnum's Heat driver reported), then DNS names, then the
+// node name, so the field says where a node is even on providers that report no IP.
 func machineAddresses(m clusterv1.Machine) []string {
-	var out []string
+	var ips, names []string
 	for _, a := range m.Status.Addresses {
-		if a.Type == clusterv1.MachineAddressType(corev1.NodeInternalIP) || a.Type == clusterv1.MachineAddressType(corev1.NodeExternalIP) {
-			out = append(out, a.Address)
+		switch a.Type {
+		case clusterv1.MachineAddressType(corev1.NodeInternalIP), clusterv1.MachineAddressType(corev1.NodeExternalIP):
+			ips = append(ips, a.Address)
+		case clusterv1.MachineAddressType(corev1.NodeInternalDNS), clusterv1.MachineAddressType(corev1.NodeExternalDNS), clusterv1.MachineAddressType(corev1.NodeHostName):
+			names = append(names, a.Address)
 		}
 	}
-	return out
+	switch {
+	case len(ips) > 0:
+		return ips
+	case len(names) > 0:
+		return names[:1]
+	case m.Status.NodeRef.Name != "":
+		return []string{m.Status.NodeRef.Name}
+	}
+	return nil
 }
 
 func sorted(s []string) []string {

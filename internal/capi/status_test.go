@@ -126,3 +126,20 @@ func TestHealth(t *testing.T) {
 	d = Decide(current(CreateComplete), Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))}, time.Now())
 	require.Equal(t, Healthy, d.Health)
 }
+
+func TestHealthIsUnknownWhileCreating(t *testing.T) {
+	d := Decide(current(CreateInProgress), Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "not yet"))}, time.Now())
+	require.Equal(t, Unknown, d.Health)
+}
+
+func TestAddresses(t *testing.T) {
+	cp := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "cp", Labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}}}
+	cp.Status.Addresses = clusterv1.MachineAddresses{{Type: "InternalIP", Address: "10.0.0.5"}, {Type: "Hostname", Address: "cp-host"}}
+	w1 := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{templates.LabelNodeGroupUUID: ngWorker}}}
+	w1.Status.Addresses = clusterv1.MachineAddresses{{Type: "Hostname", Address: "w1-host"}}
+	w2 := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "w2", Labels: map[string]string{templates.LabelNodeGroupUUID: ngWorker}}}
+	w2.Status.NodeRef.Name = "w2-node"
+	d := Decide(current(CreateComplete), Observation{Cluster: cluster(), Machines: []clusterv1.Machine{cp, w1, w2}}, time.Now())
+	require.Equal(t, []string{"10.0.0.5"}, d.NodeGroups[0].NodeAddresses)
+	require.Equal(t, []string{"w1-host", "w2-node"}, d.NodeGroups[1].NodeAddresses)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Modules and classes of the oslo/Magnum exceptions this package produces itself.
@@ -78,7 +79,13 @@ func (e *RemoteError) kwargs() map[string]any {
 func (e *RemoteError) encode() ([]byte, error) {
 	args := e.Args
 	if args == nil {
-		args = []any{e.Message}
+		msg := e.Message
+		if e.Module == MagnumExceptionModule {
+			// MagnumException.__init__ applies `message % kwargs` even to a given message: a
+			// literal % must arrive doubled to come out as written.
+			msg = strings.ReplaceAll(msg, "%", "%%")
+		}
+		args = []any{msg}
 	}
 	tb := e.Traceback
 	if tb == nil {

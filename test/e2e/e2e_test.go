@@ -50,7 +50,7 @@ func requireStack(t *testing.T) {
 	if _, err := os.Stat(mgmtKubeconfig); err != nil {
 		t.Fatalf("the local stack is not up (no management cluster kubeconfig: %v); run `make up`", err)
 	}
-	if _, err := openstack(t, cloudDemo, "coe", "service", "list"); err != nil {
+	if _, err := openstack(t, cloudDemo, "coe", "cluster", "list"); err != nil {
 		t.Fatalf("the local stack is not up: %v; run `make up`", err)
 	}
 }

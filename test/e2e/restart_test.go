@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,4 +56,53 @@ func repoRoot(t *testing.T) string {
 		require.NotEqual(t, parent, dir, "no go.mod above the test")
 		dir = parent
 	}
+}
+
+type service struct {
+	Host   string `json:"host"`
+	Binary string `json:"binary"`
+	State  string `json:"state"`
+}
+
+func serviceState(t *testing.T, host string) string {
+	t.Helper()
+	out := mustOpenstack(t, cloudAdmin, "coe", "service", "list", "-f", "json")
+	var list []service
+	require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+	for _, s := range list {
+		if s.Host == host && s.Binary == "magnum-conductor" {
+			return s.State
+		}
+	}
+	t.Fatalf("no magnum-conductor service for host %q in %s", host, out)
+	return ""
+}
+
+// TestServiceListFollowsTheBridge: `coe service list` shows the bridge up while it runs and down once
+// it has stopped for the API's service_down_time (30 s on the local stack), then up again.
+func TestServiceListFollowsTheBridge(t *testing.T) {
+	requireStack(t)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	host += "-bridge" // deploy/local/bridge-up.sh sets [DEFAULT] host so
+	require.Equal(t, "up", serviceState(t, host))
+
+	pidFile := env("MCB_BRIDGE_PIDFILE", "/var/lib/magnum-capi-bridge/run/bridge.pid")
+	raw, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
+	t.Cleanup(func() {
+		out, err := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh")).CombinedOutput()
+		require.NoError(t, err, string(out))
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for serviceState(t, host) != "down" {
+		require.True(t, time.Now().Before(deadline), "service still up 90 s after the bridge stopped")
+		time.Sleep(5 * time.Second)
+	}
+	out, err := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh")).CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "up", serviceState(t, host))
 }
