@@ -124,6 +124,12 @@ func (s store) UpdateCluster(ctx context.Context, uuid string, u conductor.Clust
 	if u.HealthStatusReason != nil {
 		set["health_status_reason"] = magnum.DictFromMap(u.HealthStatusReason)
 	}
+	if u.TemplateID != nil {
+		set["cluster_template_id"] = *u.TemplateID
+	}
+	if u.Labels != nil {
+		set["labels"] = magnum.DictFromMap(u.Labels)
+	}
 	if r := u.CertRefs; r != nil {
 		set["ca_cert_ref"], set["etcd_ca_cert_ref"] = r.CACertRef, r.EtcdCACertRef
 		set["front_proxy_ca_cert_ref"], set["magnum_cert_ref"] = r.FrontProxyCACertRef, r.MagnumCertRef
@@ -156,6 +162,33 @@ func (s store) UpdateNodeGroup(ctx context.Context, uuid string, u conductor.Nod
 		return nil
 	}
 	_, err := s.Store.UpdateNodeGroup(ctx, u.ClusterUUID, uuid, set, db.IfStatus(u.OnlyIfStatus...))
+	return notFound(err)
+}
+
+func (s store) CreateNodeGroup(ctx context.Context, ng *magnum.NodeGroup) (bool, error) {
+	_, created, err := s.Store.CreateNodeGroup(ctx, db.NodeGroupFromView(ng))
+	return created, err
+}
+
+func (s store) GetNodeGroup(ctx context.Context, clusterUUID, uuid string) (*magnum.NodeGroup, error) {
+	row, err := s.Store.GetNodeGroup(ctx, clusterUUID, uuid)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return row.View(), nil
+}
+
+func (s store) SaveNodeGroupChanges(ctx context.Context, ng *magnum.NodeGroup, onlyIfStatus ...magnum.ClusterStatus) error {
+	set, err := db.ChangedFields(ng)
+	if err != nil {
+		return err
+	}
+	_, err = s.Store.UpdateNodeGroup(ctx, ng.ClusterID.Or(""), ng.UUID.Or(""), set, db.IfStatus(onlyIfStatus...))
+	return notFound(err)
+}
+
+func (s store) DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) error {
+	_, err := s.Store.DeleteNodeGroup(ctx, clusterUUID, uuid)
 	return notFound(err)
 }
 

@@ -3,6 +3,7 @@ package capi
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -64,6 +65,62 @@ func (c *Client) Apply(ctx context.Context, objs ...*unstructured.Unstructured) 
 		}
 	}
 	return nil
+}
+
+// DryRunApply asks the apiserver, its validation and the providers' admission webhooks whether they
+// would accept the objects, without changing anything.
+func (c *Client) DryRunApply(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	for _, o := range objs {
+		o = o.DeepCopy()
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+			return fmt.Errorf("dry run %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// MarkMachinesForDeletion annotates the named machines of a node group with CAPI's delete-machine
+// annotation, so the next scale-down removes exactly them. A name matches a machine's name, its
+// node's name or the tail of its provider id (what OpenStack users know as the server).
+func (c *Client) MarkMachinesForDeletion(ctx context.Context, namespace, clusterName, nodeGroupUUID string, names []string) ([]string, error) {
+	var machines clusterv1.MachineList
+	if err := c.List(ctx, &machines, client.InNamespace(namespace), client.MatchingLabels{
+		clusterv1.ClusterNameLabel: clusterName, templates.LabelNodeGroupUUID: nodeGroupUUID}); err != nil {
+		return nil, err
+	}
+	var unknown []string
+	var marked []*clusterv1.Machine
+	for _, name := range names {
+		var hit *clusterv1.Machine
+		for i := range machines.Items {
+			m := &machines.Items[i]
+			if m.Name == name || m.Status.NodeRef.Name == name || (m.Spec.ProviderID != "" && strings.HasSuffix(m.Spec.ProviderID, "/"+name)) {
+				hit = m
+				break
+			}
+		}
+		if hit == nil {
+			unknown = append(unknown, name)
+			continue
+		}
+		marked = append(marked, hit)
+	}
+	if len(unknown) > 0 {
+		return unknown, nil
+	}
+	for _, m := range marked {
+		patch := client.MergeFrom(m.DeepCopy())
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[clusterv1.DeleteMachineAnnotation] = "yes"
+		if err := c.Patch(ctx, m, patch); err != nil {
+			return nil, fmt.Errorf("mark machine %s for deletion: %w", m.Name, err)
+		}
+	}
+	return nil, nil
 }
 
 // EnsureProjectNamespace makes the project's namespace, labelled with the project id, and a

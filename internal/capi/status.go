@@ -55,6 +55,10 @@ type NodeGroupState struct {
 	StatusReason  string
 	NodeCount     int
 	NodeAddresses []string
+	// Autoscaled groups have no fixed size: the autoscaler owns the replicas.
+	Autoscaled bool
+	// Gone is set in a Decision for a group being deleted whose machines are all gone: its row goes.
+	Gone bool
 }
 
 // Decision is the Magnum state the observation implies.
@@ -110,7 +114,7 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 	d.NodeGroups = nodeGroups(cur, obs)
 
 	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
-	settled := available && !rollingOut(obs)
+	settled := available && !rollingOut(obs) && reflectsDesired(cur, obs)
 	switch cur.Status {
 	case CreateInProgress:
 		switch {
@@ -152,6 +156,42 @@ func setGroupStatus(d *Decision, status string, reason ...string) {
 	}
 }
 
+// reflectsDesired is true once CAPI has taken in what Magnum asked for: the topology controller has
+// reconciled the latest Cluster spec, and every node group has a MachineDeployment of the stored size
+// (and groups being deleted have none). Without it an update that was just applied would look
+// settled before CAPI even started on it.
+func reflectsDesired(cur Current, obs Observation) bool {
+	c := obs.Cluster
+	if c.Status.ObservedGeneration < c.Generation || !isTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+		return false
+	}
+	mds := map[string]clusterv1.MachineDeployment{}
+	for _, md := range obs.MachineDeployments {
+		if id := md.Labels[templates.LabelNodeGroupUUID]; id != "" {
+			mds[id] = md
+		}
+	}
+	for _, g := range cur.NodeGroups {
+		if g.Role == "master" {
+			if cp := c.Spec.Topology.ControlPlane.Replicas; cp != nil && int(*cp) != g.NodeCount {
+				return false
+			}
+			continue
+		}
+		md, ok := mds[g.UUID]
+		if strings.HasPrefix(g.Status, "DELETE_") {
+			if ok {
+				return false
+			}
+			continue
+		}
+		if !ok || (!g.Autoscaled && i32(md.Spec.Replicas) != g.NodeCount) {
+			return false
+		}
+	}
+	return true
+}
+
 // rollingOut is true while CAPI is still converging (scaling or upgrading).
 func rollingOut(obs Observation) bool {
 	c := obs.Cluster
@@ -161,7 +201,8 @@ func rollingOut(obs Observation) bool {
 		}
 	}
 	if cp := c.Status.ControlPlane; cp != nil {
-		if i32(cp.DesiredReplicas) != i32(cp.AvailableReplicas) || i32(cp.DesiredReplicas) != i32(cp.Replicas) {
+		if i32(cp.DesiredReplicas) != i32(cp.AvailableReplicas) || i32(cp.DesiredReplicas) != i32(cp.Replicas) ||
+			(cp.UpToDateReplicas != nil && i32(cp.UpToDateReplicas) != i32(cp.DesiredReplicas)) {
 			return true
 		}
 	}
@@ -290,11 +331,19 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 		byNG[uuid] = append(byNG[uuid], addrs...)
 	}
 	mdReplicas := map[string]int{}
+	hasMD := map[string]bool{}
 	for _, md := range obs.MachineDeployments {
-		if uuid := md.Labels[templates.LabelNodeGroupUUID]; uuid != "" && md.Spec.Replicas != nil {
+		uuid := md.Labels[templates.LabelNodeGroupUUID]
+		hasMD[uuid] = uuid != ""
+		if uuid != "" && md.Spec.Replicas != nil {
 			mdReplicas[uuid] = int(*md.Spec.Replicas)
 		}
 	}
+	hasMachines := map[string]bool{}
+	for _, m := range obs.Machines {
+		hasMachines[m.Labels[templates.LabelNodeGroupUUID]] = true
+	}
+	complete := strings.HasSuffix(cur.Status, "_COMPLETE")
 	out := make([]NodeGroupState, len(cur.NodeGroups))
 	for i, g := range cur.NodeGroups {
 		out[i] = g
@@ -303,8 +352,13 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 			continue
 		}
 		out[i].NodeAddresses = sorted(byNG[g.UUID])
-		// Replica changes made outside Magnum (autoscaler, remediation) show in node_count at once.
-		if n, ok := mdReplicas[g.UUID]; ok && g.Status != UpdateInProgress {
+		if strings.HasPrefix(g.Status, "DELETE_") {
+			out[i].Gone = !hasMD[g.UUID] && !hasMachines[g.UUID]
+			continue
+		}
+		// Replica changes made outside Magnum (the autoscaler) show in node_count at once; while an
+		// operation of Magnum's own runs, the stored count is the goal and CAPI is catching up to it.
+		if n, ok := mdReplicas[g.UUID]; ok && complete && strings.HasSuffix(g.Status, "_COMPLETE") {
 			out[i].NodeCount = n
 		}
 	}

@@ -24,7 +24,7 @@ func cluster(conds ...metav1.Condition) *clusterv1.Cluster {
 	c.Spec.Topology.Version = "v1.36.3"
 	c.Spec.Topology.ControlPlane.Replicas = ptr.To[int32](1)
 	c.Spec.Topology.Workers.MachineDeployments = []clusterv1.MachineDeploymentTopology{{Name: "default-worker", Replicas: ptr.To[int32](2)}}
-	c.Status.Conditions = conds
+	c.Status.Conditions = append([]metav1.Condition{cond(clusterv1.ClusterTopologyReconciledCondition, metav1.ConditionTrue, "")}, conds...)
 	c.Status.ControlPlane = &clusterv1.ClusterControlPlaneStatus{DesiredReplicas: ptr.To[int32](1), Replicas: ptr.To[int32](1), ReadyReplicas: ptr.To[int32](1), AvailableReplicas: ptr.To[int32](1)}
 	c.Status.Workers = &clusterv1.WorkersStatus{DesiredReplicas: ptr.To[int32](2), ReadyReplicas: ptr.To[int32](1), AvailableReplicas: ptr.To[int32](1)}
 	return c
@@ -100,15 +100,29 @@ func TestDecide(t *testing.T) {
 func TestResizedNodeGroupCompletesAndCountsFollowCAPI(t *testing.T) {
 	cur := current(UpdateInProgress)
 	cur.NodeGroups[1].Status = UpdateInProgress
+	cur.NodeGroups[1].NodeCount = 3
 	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
 	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas, c.Status.Workers.DesiredReplicas = ptr.To[int32](3), ptr.To[int32](3), ptr.To[int32](3)
-	d := Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(3, 3)}}, time.Now())
+
+	// Just applied: CAPI still shows the old size everywhere, which must not read as done.
+	d := Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}}, time.Now())
+	require.Equal(t, UpdateInProgress, d.Status)
+	require.Equal(t, UpdateInProgress, d.NodeGroups[1].Status)
+	require.Equal(t, 3, d.NodeGroups[1].NodeCount, "the stored goal is kept while CAPI catches up")
+	// The topology controller has not observed the new spec yet.
+	c.Generation = 2
+	d = Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(3, 3)}}, time.Now())
+	require.Equal(t, UpdateInProgress, d.Status)
+	c.Status.ObservedGeneration = 2
+
+	d = Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(3, 3)}}, time.Now())
 	require.Equal(t, UpdateComplete, d.Status)
 	require.Equal(t, UpdateComplete, d.NodeGroups[1].Status)
 
 	// An autoscaler changed the replicas of a complete cluster: node_count follows.
 	cur = current(CreateComplete)
 	cur.NodeGroups[1].Status = CreateComplete
+	cur.NodeGroups[1].Autoscaled = true
 	d = Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(5, 3)}}, time.Now())
 	require.Equal(t, 5, d.NodeGroups[1].NodeCount)
 }
@@ -142,4 +156,22 @@ func TestAddresses(t *testing.T) {
 	d := Decide(current(CreateComplete), Observation{Cluster: cluster(), Machines: []clusterv1.Machine{cp, w1, w2}}, time.Now())
 	require.Equal(t, []string{"10.0.0.5"}, d.NodeGroups[0].NodeAddresses)
 	require.Equal(t, []string{"w1-host", "w2-node"}, d.NodeGroups[1].NodeAddresses)
+}
+
+func TestDeletedNodeGroupIsGoneWhenItsMachinesAre(t *testing.T) {
+	cur := current(UpdateInProgress)
+	cur.NodeGroups[0].Status, cur.NodeGroups[1].Status = CreateComplete, CreateComplete
+	cur.NodeGroups = append(cur.NodeGroups, NodeGroupState{UUID: "33333333-3333-3333-3333-333333333333", Name: "extra", Role: "worker", Status: "DELETE_IN_PROGRESS", NodeCount: 1})
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](2)
+	extraMD := md(1, 1)
+	extraMD.Labels = map[string]string{templates.LabelNodeGroupUUID: "33333333-3333-3333-3333-333333333333"}
+
+	d := Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2), extraMD}}, time.Now())
+	require.False(t, d.NodeGroups[2].Gone)
+	require.Equal(t, UpdateInProgress, d.Status)
+
+	d = Decide(cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}}, time.Now())
+	require.True(t, d.NodeGroups[2].Gone)
+	require.Equal(t, UpdateComplete, d.Status)
 }

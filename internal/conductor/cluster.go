@@ -315,6 +315,9 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 		DefaultKubernetesVersion: c.opts.DefaultKubernetesVersion,
 	}
 	for _, g := range groups {
+		if strings.HasPrefix(string(g.Status.Or("")), "DELETE_") {
+			continue // a group being deleted leaves the topology; CAPI removes its machines
+		}
 		ng := templates.NodeGroup{
 			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), NodeCount: int(g.NodeCount.Or(0)),
 			MinNodeCount: int(g.MinNodeCount.Or(0)), FlavorID: g.FlavorID.Or(""), ImageID: g.ImageID.Or(""),

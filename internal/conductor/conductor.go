@@ -61,12 +61,33 @@ func New(store Store, kube Kube, certManager *certs.Manager, opts Options) *Cond
 // NoSuchMethod from the rpc server.
 func (c *Conductor) Handlers() map[string]rpc.Handler {
 	return map[string]rpc.Handler{
-		"cluster_create":     c.ClusterCreate,
-		"cluster_delete":     c.ClusterDelete,
-		"get_ca_certificate": c.GetCACertificate,
-		"sign_certificate":   c.SignCertificate,
-		"ping_conductor":     c.PingConductor,
+		"cluster_create":        c.ClusterCreate,
+		"cluster_delete":        c.ClusterDelete,
+		"get_ca_certificate":    c.GetCACertificate,
+		"sign_certificate":      c.SignCertificate,
+		"ping_conductor":        c.PingConductor,
+		"cluster_update":        c.ClusterUpdate,
+		"cluster_resize":        c.ClusterResize,
+		"cluster_upgrade":       c.ClusterUpgrade,
+		"nodegroup_create":      c.NodeGroupCreate,
+		"nodegroup_update":      c.NodeGroupUpdate,
+		"nodegroup_delete":      c.NodeGroupDelete,
+		"rotate_ca_certificate": c.RotateCACertificate,
+		"credential_rotate":     c.CredentialRotate,
+		"federation_create":     c.FederationNotImplemented,
+		"federation_update":     c.FederationNotImplemented,
+		"federation_delete":     c.FederationNotImplemented,
 	}
+}
+
+// FederationNotImplemented answers the federation casts as Magnum's own conductor does: the
+// feature does not exist (magnum-api writes no federation rows either).
+func (c *Conductor) FederationNotImplemented(_ context.Context, req *rpc.Request) (any, error) {
+	c.log.Info("federation is not implemented by Magnum; message acknowledged", "method", req.Method)
+	if req.IsCall {
+		return nil, magnum.NotSupported("Federation")
+	}
+	return nil, nil
 }
 
 // PingConductor answers ListenerAPI.ping_conductor: true.

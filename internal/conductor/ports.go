@@ -26,6 +26,8 @@ type ClusterUpdate struct {
 	HealthStatus       *magnum.HealthStatus
 	HealthStatusReason map[string]string
 	CertRefs           *certs.Refs
+	TemplateID         *string
+	Labels             map[string]string
 	// OnlyIfStatus guards the write: it applies only while the stored status is one of these.
 	OnlyIfStatus []magnum.ClusterStatus
 }
@@ -54,6 +56,12 @@ type Store interface {
 	UpdateNodeGroup(ctx context.Context, uuid string, u NodeGroupUpdate) error
 	// DeleteCluster removes the node group rows and then the cluster row.
 	DeleteCluster(ctx context.Context, uuid string) error
+	// CreateNodeGroup inserts a node group; an existing row with the same uuid is not an error.
+	CreateNodeGroup(ctx context.Context, ng *magnum.NodeGroup) (created bool, err error)
+	GetNodeGroup(ctx context.Context, clusterUUID, uuid string) (*magnum.NodeGroup, error)
+	// SaveNodeGroupChanges persists the fields listed in the object's changes (Python's save()).
+	SaveNodeGroupChanges(ctx context.Context, ng *magnum.NodeGroup, onlyIfStatus ...magnum.ClusterStatus) error
+	DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) error
 }
 
 // Kube is what the conductor needs of the management cluster (implemented by internal/capi).
@@ -63,4 +71,10 @@ type Kube interface {
 	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
+	// DryRunApply asks the apiserver (and its admission webhooks) whether it would accept the objects.
+	DryRunApply(ctx context.Context, objs ...*unstructured.Unstructured) error
+	// MarkMachinesForDeletion annotates the named machines of a cluster (by machine name, node name
+	// or provider id) so CAPI removes exactly them on the next scale-down; it returns the names
+	// that match no machine.
+	MarkMachinesForDeletion(ctx context.Context, namespace, clusterName, nodeGroupUUID string, names []string) (unknown []string, err error)
 }

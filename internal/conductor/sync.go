@@ -40,10 +40,12 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	cur := capi.Current{Status: status, CreatedAt: cl.CreatedAt.Or(time.Time{}),
 		CreateTimeout: time.Duration(cl.CreateTimeout.Or(0)) * time.Minute}
+	autoscaling := labelTrue(dictMap(cl.Labels), "auto_scaling_enabled")
 	for _, g := range groups {
 		cur.NodeGroups = append(cur.NodeGroups, capi.NodeGroupState{
 			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), Status: string(g.Status.Or("")),
 			StatusReason: g.StatusReason.Or(""), NodeCount: int(g.NodeCount.Or(0)), NodeAddresses: g.NodeAddresses.Or(nil),
+			Autoscaled: autoscaling && g.MaxNodeCount.IsSet() && !g.MaxNodeCount.IsNull() && g.Role.Or("") != "master",
 		})
 	}
 	now := c.opts.Now()
@@ -76,6 +78,13 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	// Node groups first: when the cluster turns *_COMPLETE its groups are already final.
 	for i, g := range d.NodeGroups {
 		old := cur.NodeGroups[i]
+		if g.Gone {
+			if err := c.store.DeleteNodeGroup(ctx, id, g.UUID); err != nil && !errors.Is(err, ErrNotFound) {
+				return 0, err
+			}
+			c.log.Info("node group deleted", "cluster", id, "nodegroup", g.Name)
+			continue
+		}
 		nu := NodeGroupUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(old.Status)}}
 		ngChanged := false
 		if g.Status != old.Status {
@@ -162,4 +171,12 @@ func (c *Conductor) Resync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func labelTrue(labels map[string]string, name string) bool {
+	switch strings.ToLower(labels[name]) {
+	case "true", "1", "yes", "on":
+		return true
+	}
+	return false
 }

@@ -42,6 +42,16 @@ var (
 	kubectlBin     = env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
 )
 
+func requireStackB(b *testing.B) {
+	b.Helper()
+	if os.Getenv("MCB_E2E") == "0" {
+		b.Skip("MCB_E2E=0: benchmarks against the local stack are switched off")
+	}
+	if _, err := os.Stat(mgmtKubeconfig); err != nil {
+		b.Fatalf("the local stack is not up: %v; run `make up`", err)
+	}
+}
+
 func requireStack(t *testing.T) {
 	t.Helper()
 	if os.Getenv("MCB_E2E") == "0" {
@@ -64,6 +74,10 @@ func suffix() string {
 // openstack runs the real CLI; with -f json output the result is decoded by the caller.
 func openstack(t *testing.T, cloud string, args ...string) (string, error) {
 	t.Helper()
+	return runCLI(cloud, args...)
+}
+
+func runCLI(cloud string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "openstack", append([]string{"--os-cloud", cloud}, args...)...)
@@ -91,21 +105,21 @@ func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
 }
 
 type clusterShow struct {
-	UUID               string            `json:"uuid"`
-	Name               string            `json:"name"`
-	Status             string            `json:"status"`
-	StatusReason       string            `json:"status_reason"`
-	HealthStatus       string            `json:"health_status"`
-	APIAddress         string            `json:"api_address"`
-	COEVersion         string            `json:"coe_version"`
-	StackID            string            `json:"stack_id"`
-	MasterAddresses    []string          `json:"master_addresses"`
-	NodeAddresses      []string          `json:"node_addresses"`
-	NodeCount          int               `json:"node_count"`
-	MasterCount        int               `json:"master_count"`
-	ProjectID          string            `json:"project_id"`
-	Faults             map[string]string `json:"faults"`
-	HealthStatusReason map[string]any    `json:"health_status_reason"`
+	UUID               string         `json:"uuid"`
+	Name               string         `json:"name"`
+	Status             string         `json:"status"`
+	StatusReason       string         `json:"status_reason"`
+	HealthStatus       string         `json:"health_status"`
+	APIAddress         string         `json:"api_address"`
+	COEVersion         string         `json:"coe_version"`
+	StackID            string         `json:"stack_id"`
+	MasterAddresses    []string       `json:"master_addresses"`
+	NodeAddresses      []string       `json:"node_addresses"`
+	NodeCount          int            `json:"node_count"`
+	MasterCount        int            `json:"master_count"`
+	ProjectID          string         `json:"project_id"`
+	Faults             any            `json:"faults"` // "" unless the cluster failed, then a map
+	HealthStatusReason map[string]any `json:"health_status_reason"`
 }
 
 func showCluster(t *testing.T, cloud, id string) (*clusterShow, error) {
@@ -176,6 +190,14 @@ func createCluster(t *testing.T, cloud, template, name string, extra ...string) 
 	fields := strings.Fields(out)
 	for _, f := range fields {
 		if len(f) == 36 && strings.Count(f, "-") == 4 {
+			// Whatever happens to the test, the cluster does not outlive it (registered before the
+			// template's cleanup, so it runs first).
+			t.Cleanup(func() {
+				if _, err := showCluster(t, cloud, f); err == nil {
+					_, _ = openstack(t, cloud, "coe", "cluster", "delete", f)
+					waitGone(t, cloud, f, 4*time.Minute)
+				}
+			})
 			return f
 		}
 	}

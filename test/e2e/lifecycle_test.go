@@ -34,6 +34,18 @@ func TestClusterLifecycle(t *testing.T) {
 	require.NotNil(t, c.MasterAddresses)
 	require.NotNil(t, c.NodeAddresses)
 
+	// get_ca_certificate is a call answered by the bridge.
+	ca := mustOpenstack(t, cloudDemo, "coe", "ca", "show", id)
+	require.Contains(t, ca, "BEGIN CERTIFICATE")
+	// A handler failure is a clear 4xx at once, not a 60-second timeout.
+	csr := filepath.Join(t.TempDir(), "bad.csr")
+	require.NoError(t, os.WriteFile(csr, []byte("not a certificate request"), 0o600))
+	start := time.Now()
+	_, err = openstack(t, cloudDemo, "coe", "ca", "sign", id, csr)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "HTTP 400")
+	require.Less(t, time.Since(start), 30*time.Second)
+
 	dir := t.TempDir()
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "config", id, "--dir", dir, "--force")
 	kc := filepath.Join(dir, "config")

@@ -1,0 +1,77 @@
+package conductor
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+)
+
+func TestUpgradeCheck(t *testing.T) {
+	cases := []struct {
+		from, to string
+		errPart  string
+	}{
+		{"v1.35.4", "v1.36.3", ""},
+		{"v1.36.3", "v1.36.3", ""},
+		{"v1.36.1", "v1.36.3", ""},
+		{"v1.34.2", "v1.36.3", "skips a minor version: upgrade to v1.35 first"},
+		{"v1.36.3", "v1.35.4", "downgrades are not supported"},
+		{"v1.36.3", "v1.36.1", "downgrades are not supported"},
+		{"v1.36.3", "v2.0.0", "major version"},
+		{"", "v1.36.3", ""}, // unknown current version: CAPI's own checks apply
+	}
+	for _, c := range cases {
+		err := upgradeCheck(c.from, c.to)
+		if c.errPart == "" {
+			require.NoError(t, err, "%s → %s", c.from, c.to)
+		} else {
+			require.ErrorContains(t, err, c.errPart, "%s → %s", c.from, c.to)
+		}
+	}
+}
+
+func TestUpgradedLabels(t *testing.T) {
+	cluster := map[string]string{"kube_tag": "v1.35.4", "auto_healing_enabled": "true", "mine": "x", "dropped": "1"}
+	oldTmpl := map[string]string{"kube_tag": "v1.35.4", "auto_healing_enabled": "false", "dropped": "1"}
+	newTmpl := map[string]string{"kube_tag": "v1.36.3"}
+	require.Equal(t, map[string]string{"kube_tag": "v1.36.3", "auto_healing_enabled": "true", "mine": "x"},
+		upgradedLabels(cluster, oldTmpl, newTmpl))
+}
+
+func TestAuthorize(t *testing.T) {
+	require.NoError(t, authorize(&rpc.Context{ProjectID: "p1"}, "p1"))
+	require.NoError(t, authorize(&rpc.Context{Project: "p1"}, "p1"))
+	require.NoError(t, authorize(&rpc.Context{ProjectID: "admin", IsAdmin: true}, "p1"))
+	err := authorize(&rpc.Context{ProjectID: "p2"}, "p1")
+	require.ErrorIs(t, err, magnum.ErrAuthorizationFailure)
+	require.Error(t, authorize(nil, "p1"))
+	require.Error(t, authorize(&rpc.Context{}, "p1"), "a context without a project is no project's")
+}
+
+func TestDefaultNodeGroupsFollowMagnum(t *testing.T) {
+	cl := &magnum.Cluster{}
+	cl.UUID.Set("bd71db63-28f3-4ac5-8e6e-d51a6470e5ff")
+	cl.ProjectID.Set("p1")
+	cl.FlavorID.Set("m1.small")
+	cl.Labels.Set(magnum.NewDict("min_node_count", "1", "max_node_count", "5"))
+	tmpl := &magnum.ClusterTemplate{}
+	tmpl.ImageID.Set("ubuntu-2404-kube-v1.36.3")
+	tmpl.MasterFlavorID.Set("m1.medium")
+	tmpl.DockerVolumeSize.Set(10)
+	master, worker := defaultNodeGroups(cl, tmpl, 3, 2)
+	require.Equal(t, "default-master", master.Name.Or(""))
+	require.Equal(t, "master", master.Role.Or(""))
+	require.EqualValues(t, 3, master.NodeCount.Or(0))
+	require.Equal(t, "m1.medium", master.FlavorID.Or(""), "master flavor falls back to the template's")
+	require.Equal(t, "m1.small", worker.FlavorID.Or(""))
+	require.EqualValues(t, 2, worker.NodeCount.Or(0))
+	require.EqualValues(t, 1, worker.MinNodeCount.Or(0))
+	require.EqualValues(t, 5, worker.MaxNodeCount.Or(0))
+	require.EqualValues(t, 10, worker.DockerVolumeSize.Or(0))
+	require.Equal(t, cl.UUID.Or(""), worker.ClusterID.Or(""))
+	require.True(t, master.IsDefault.Or(false) && worker.IsDefault.Or(false))
+	require.NotEqual(t, master.UUID.Or(""), worker.UUID.Or(""))
+}

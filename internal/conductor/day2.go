@@ -1,0 +1,458 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// Day-2 operations (magnum/conductor/handlers/cluster_conductor.py and nodegroup_conductor.py):
+// each writes Magnum's synchronous state at once (the *_IN_PROGRESS statuses Terraform polls for),
+// re-renders the cluster and applies it; the watch moves the statuses on to *_COMPLETE.
+
+// Status sets from Magnum (spec §4.3).
+var (
+	completeStatuses = []magnum.ClusterStatus{"CREATE_COMPLETE", "UPDATE_COMPLETE", "RESUME_COMPLETE", "RESTORE_COMPLETE",
+		"ROLLBACK_COMPLETE", "SNAPSHOT_COMPLETE", "CHECK_COMPLETE", "ADOPT_COMPLETE"}
+	resizableStatuses  = append(append([]magnum.ClusterStatus{}, completeStatuses...), "UPDATE_FAILED", UpdateInProgress)
+	nodeGroupEditables = resizableStatuses
+)
+
+const (
+	UpdateInProgress = "UPDATE_IN_PROGRESS"
+	UpdateFailed     = "UPDATE_FAILED"
+)
+
+func statusIn(s magnum.ClusterStatus, set []magnum.ClusterStatus) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// loadForUpdate reads the stored cluster named by the "cluster" argument and checks the caller may
+// act on it and that its status allows the operation (Magnum's NotSupported otherwise).
+func (c *Conductor) loadForUpdate(ctx context.Context, req *rpc.Request, operation string, allowed []magnum.ClusterStatus) (*magnum.Cluster, error) {
+	cl, err := c.clusterForCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if st := cl.Status.Or(""); !statusIn(st, allowed) {
+		return nil, magnum.NotSupported(fmt.Sprintf("%s when status is \"%s\"", operation, st))
+	}
+	return cl, nil
+}
+
+// setUpdateInProgress moves the cluster to UPDATE_IN_PROGRESS, guarded on the status it was read in.
+func (c *Conductor) setUpdateInProgress(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
+	st := magnum.ClusterStatus(UpdateInProgress)
+	empty := ""
+	extra.Status, extra.StatusReason = &st, &empty
+	extra.OnlyIfStatus = []magnum.ClusterStatus{cl.Status.Or(""), UpdateInProgress}
+	err := c.store.UpdateCluster(ctx, cl.UUID.Or(""), extra)
+	if errors.Is(err, ErrConflict) {
+		return magnum.Conflict("the cluster changed while the request was handled; try again")
+	}
+	return err
+}
+
+// applyTopology re-renders the cluster from the stored rows and applies it. A refusal by the
+// apiserver marks the cluster (and the groups being changed) UPDATE_FAILED with the reason.
+func (c *Conductor) applyTopology(ctx context.Context, id string) error {
+	cl, err := c.store.GetCluster(ctx, id)
+	if err != nil {
+		return rpc.Retry(err)
+	}
+	err = c.applyCluster(ctx, cl)
+	if err == nil {
+		return nil
+	}
+	if !permanent(err) {
+		return rpc.Retry(err)
+	}
+	reason := failureReason(err)
+	failed := magnum.ClusterStatus(UpdateFailed)
+	_ = c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason,
+		OnlyIfStatus: []magnum.ClusterStatus{UpdateInProgress}})
+	groups, _ := c.store.ListNodeGroups(ctx, id)
+	for _, g := range groups {
+		if st := g.Status.Or(""); st == UpdateInProgress || st == CreateInProgress {
+			fs := failed
+			if st == CreateInProgress {
+				fs = CreateFailed
+			}
+			_ = c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &fs, StatusReason: &reason,
+				OnlyIfStatus: []magnum.ClusterStatus{st}})
+		}
+	}
+	c.log.Warn("update refused", "cluster", id, "error", err)
+	return nil
+}
+
+func (c *Conductor) defaultWorker(ctx context.Context, id string) (*magnum.NodeGroup, error) {
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		if g.IsDefault.Or(false) && g.Role.Or("") != "master" {
+			return g, nil
+		}
+	}
+	return nil, magnum.NodeGroupNotFound("default-worker")
+}
+
+// ClusterUpdate implements cluster_update(cluster, node_count, health_status, health_status_reason,
+// rollback): the `PATCH node_count` path of the CLI and Terraform, and health reports from outside.
+func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, error) {
+	cl, err := c.loadForUpdate(ctx, req, "Updating a cluster", completeStatuses)
+	if err != nil {
+		return nil, err
+	}
+	id := cl.UUID.Or("")
+	count, err := intArg(req, "node_count", -1)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := c.defaultWorker(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	health, err := stringArg(req, "health_status")
+	if err != nil {
+		return nil, err
+	}
+	if health != "" && health != string(cl.HealthStatus.Or("")) {
+		hs := magnum.HealthStatus(health)
+		if !hs.Valid() {
+			return nil, invalidParameter(fmt.Sprintf("invalid health_status %q", health))
+		}
+		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{HealthStatus: &hs}); err != nil {
+			return nil, rpc.Retry(err)
+		}
+	}
+	if count < 0 || int64(count) == worker.NodeCount.Or(0) {
+		return nil, nil
+	}
+	n := int64(count)
+	if err := c.store.UpdateNodeGroup(ctx, worker.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n}); err != nil {
+		return nil, rpc.Retry(err)
+	}
+	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
+		return nil, err
+	}
+	return nil, c.applyTopology(ctx, id)
+}
+
+// ClusterResize implements cluster_resize(cluster, node_count, nodes_to_remove, nodegroup): the named
+// machines are the ones that go, through CAPI's delete-machine annotation.
+func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, error) {
+	cl, err := c.loadForUpdate(ctx, req, "Resizing a cluster", resizableStatuses)
+	if err != nil {
+		return nil, err
+	}
+	id := cl.UUID.Or("")
+	count, err := intArg(req, "node_count", -1)
+	if err != nil {
+		return nil, err
+	}
+	arg := &magnum.NodeGroup{}
+	if err := c.decodeView(req, "nodegroup", arg); err != nil {
+		return nil, err
+	}
+	ng, err := c.store.GetNodeGroup(ctx, id, arg.UUID.Or(""))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, magnum.NodeGroupNotFound(arg.UUID.Or(""))
+		}
+		return nil, rpc.Retry(err)
+	}
+	var remove []string
+	if raw, ok := req.Args["nodes_to_remove"]; ok && string(raw) != "null" {
+		if err := jsonUnmarshal(raw, &remove); err != nil {
+			return nil, rpc.InvalidArgs("nodes_to_remove: want a list of node names")
+		}
+	}
+	isMaster := ng.Role.Or("") == "master"
+	switch {
+	case count < 0:
+		return nil, rpc.InvalidArgs("node_count is required")
+	case isMaster && (count < 1 || count%2 == 0):
+		return nil, invalidParameter(fmt.Sprintf("a control plane needs an odd number of nodes, not %d", count))
+	case isMaster && len(remove) > 0:
+		return nil, magnum.NotSupported("Removing named control-plane nodes")
+	case len(remove) > 0 && int64(count) != ng.NodeCount.Or(0)-int64(len(remove)):
+		return nil, invalidParameter(fmt.Sprintf("node_count %d does not match removing %d of %d nodes", count, len(remove), ng.NodeCount.Or(0)))
+	}
+	if len(remove) > 0 {
+		unknown, err := c.kube.MarkMachinesForDeletion(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""), ng.UUID.Or(""), remove)
+		if err != nil {
+			return nil, rpc.Retry(err)
+		}
+		if len(unknown) > 0 {
+			return nil, invalidParameter("no such node in node group " + ng.Name.Or("") + ": " + strings.Join(unknown, ", "))
+		}
+	}
+	n := int64(count)
+	st := magnum.ClusterStatus(UpdateInProgress)
+	empty := ""
+	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
+		return nil, rpc.Retry(err)
+	}
+	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
+		return nil, err
+	}
+	return nil, c.applyTopology(ctx, id)
+}
+
+// NodeGroupCreate implements nodegroup_create(cluster, nodegroup): the row is inserted at once
+// (Terraform aborts on a 404), then the MachineDeployment is added to the topology.
+func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any, error) {
+	cl, err := c.loadForUpdate(ctx, req, "Adding a node group", resizableStatuses)
+	if err != nil {
+		return nil, err
+	}
+	ng := &magnum.NodeGroup{}
+	if err := c.decodeView(req, "nodegroup", ng); err != nil {
+		return nil, err
+	}
+	if ng.Role.Or("worker") == "master" {
+		return nil, magnum.NotSupported("Adding a control-plane node group")
+	}
+	ng.Status.Set(magnum.ClusterStatus(CreateInProgress))
+	ng.StackID.Set(cl.StackID.Or(""))
+	if !ng.NodeAddresses.IsSet() {
+		ng.NodeAddresses.Set([]string{})
+	}
+	if !ng.ImageID.IsSet() {
+		if tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or("")); err == nil {
+			ng.ImageID.Set(tmpl.ImageID.Or(""))
+		}
+	}
+	if _, err := c.store.CreateNodeGroup(ctx, ng); err != nil {
+		var me *magnum.Exception
+		if errors.As(err, &me) {
+			return nil, err
+		}
+		return nil, rpc.Retry(err)
+	}
+	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
+		return nil, err
+	}
+	return nil, c.applyTopology(ctx, cl.UUID.Or(""))
+}
+
+// NodeGroupUpdate implements nodegroup_update(cluster, nodegroup): the API's changes are saved as
+// Python's save() would, then applied.
+func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any, error) {
+	cl, err := c.clusterForCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	ng := &magnum.NodeGroup{}
+	if err := c.decodeView(req, "nodegroup", ng); err != nil {
+		return nil, err
+	}
+	stored, err := c.store.GetNodeGroup(ctx, cl.UUID.Or(""), ng.UUID.Or(""))
+	if err != nil {
+		return nil, err
+	}
+	if st := stored.Status.Or(""); !statusIn(st, nodeGroupEditables) {
+		return nil, magnum.NotSupported(fmt.Sprintf("Updating a node group when status is \"%s\"", st))
+	}
+	ng.Status.Set(magnum.ClusterStatus(UpdateInProgress))
+	if err := c.store.SaveNodeGroupChanges(ctx, ng, stored.Status.Or("")); err != nil {
+		return nil, rpc.Retry(err)
+	}
+	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
+		return nil, err
+	}
+	return nil, c.applyTopology(ctx, cl.UUID.Or(""))
+}
+
+// NodeGroupDelete implements nodegroup_delete(cluster, nodegroup): DELETE_IN_PROGRESS at once; the
+// row goes when the watch sees the group's machines gone.
+func (c *Conductor) NodeGroupDelete(ctx context.Context, req *rpc.Request) (any, error) {
+	cl, err := c.clusterForCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	arg := &magnum.NodeGroup{}
+	if err := c.decodeView(req, "nodegroup", arg); err != nil {
+		return nil, err
+	}
+	id := cl.UUID.Or("")
+	ng, err := c.store.GetNodeGroup(ctx, id, arg.UUID.Or(""))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil // already gone: a redelivery
+	}
+	if err != nil {
+		return nil, rpc.Retry(err)
+	}
+	if ng.IsDefault.Or(false) {
+		return nil, magnum.NotSupported("Deleting a default node group")
+	}
+	st := magnum.ClusterStatus(DeleteInProgress)
+	empty := ""
+	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
+		return nil, rpc.Retry(err)
+	}
+	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
+		return nil, err
+	}
+	return nil, c.applyTopology(ctx, id)
+}
+
+// RotateCACertificate implements rotate_ca_certificate: refused before anything is persisted. Magnum
+// itself stores new CA refs first and leaves the cluster UPDATE_FAILED with a CA it does not trust.
+func (c *Conductor) RotateCACertificate(ctx context.Context, req *rpc.Request) (any, error) {
+	if _, err := c.clusterForCall(ctx, req); err != nil {
+		return nil, err
+	}
+	return nil, magnum.NotSupportedMessage("Rotating the CA of a Cluster API cluster is not supported yet; the cluster and its certificates are unchanged.")
+}
+
+// upgradeCheck validates a Kubernetes version change: no downgrade, no skipped minor.
+func upgradeCheck(from, to string) error {
+	fm, fn, fp, err := templates.ParseVersion(from)
+	if err != nil {
+		return nil // an unknown current version cannot be compared; CAPI validates the rest
+	}
+	tm, tn, tp, err := templates.ParseVersion(to)
+	if err != nil {
+		return err
+	}
+	switch {
+	case tm != fm:
+		return fmt.Errorf("upgrading from %s to %s changes the major version", from, to)
+	case tn < fn || (tn == fn && tp < fp):
+		return fmt.Errorf("%s is older than the cluster's %s: downgrades are not supported", to, from)
+	case tn > fn+1:
+		return fmt.Errorf("upgrading from %s to %s skips a minor version: upgrade to v%d.%d first", from, to, fm, fn+1)
+	}
+	return nil
+}
+
+// ClusterUpgrade implements cluster_upgrade(cluster, cluster_template, max_batch_size, nodegroup): a
+// call magnum-api waits on. Everything is validated before anything changes — the target template,
+// the version step, and a server-side dry run of the new topology — so a refusal leaves the cluster
+// as it was (*_COMPLETE). Then the template is switched, UPDATE_IN_PROGRESS set, the topology applied,
+// and the reply sent; CAPI rolls the control plane, then the workers.
+func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, error) {
+	cl, err := c.loadForUpdate(ctx, req, "Upgrading a cluster", completeStatuses)
+	if err != nil {
+		return nil, err
+	}
+	id := cl.UUID.Or("")
+	arg := &magnum.ClusterTemplate{}
+	if err := c.decodeView(req, "cluster_template", arg); err != nil {
+		return nil, err
+	}
+	target, err := c.store.GetClusterTemplate(ctx, arg.UUID.Or(""))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, magnum.ClusterTemplateNotFound(arg.UUID.Or(""))
+		}
+		return nil, err
+	}
+	current, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if target.COE.Or("") != "" && current != nil && target.COE.Or("") != current.COE.Or("") {
+		return nil, magnum.InvalidClusterTemplateForUpgrade("the target template is not for " + string(current.COE.Or("")))
+	}
+	labels := upgradedLabels(dictMap(cl.Labels), templateLabels(current), dictMap(target.Labels))
+	newVersion, err := templates.KubernetesVersion(labels, target.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
+	if err != nil {
+		return nil, magnum.InvalidClusterTemplateForUpgrade(err.Error())
+	}
+	if err := upgradeCheck(cl.CoeVersion.Or(""), newVersion); err != nil {
+		return nil, magnum.InvalidClusterTemplateForUpgrade(err.Error())
+	}
+
+	// Dry run of exactly what will be applied.
+	planned := *cl
+	planned.ClusterTemplateID.Set(target.UUID.Or(""))
+	planned.Labels.Set(magnum.DictFromMap(labels))
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rendered, err := templates.Render(c.renderInput(&planned, target, groups))
+	if err != nil {
+		return nil, magnum.InvalidClusterTemplateForUpgrade(failureReason(err))
+	}
+	if err := c.kube.DryRunApply(ctx, append(rendered.ClassObjects, rendered.Cluster)...); err != nil {
+		if permanent(err) {
+			return nil, magnum.InvalidClusterTemplateForUpgrade("the management cluster refuses the new topology: " + err.Error())
+		}
+		return nil, err
+	}
+
+	st := magnum.ClusterStatus(UpdateInProgress)
+	empty := ""
+	for _, g := range groups {
+		if strings.HasPrefix(string(g.Status.Or("")), "DELETE_") {
+			continue
+		}
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
+			return nil, err
+		}
+	}
+	tid := target.UUID.Or("")
+	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{TemplateID: &tid, Labels: labels}); err != nil {
+		return nil, err
+	}
+	if err := c.applyTopology(ctx, id); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+func templateLabels(t *magnum.ClusterTemplate) map[string]string {
+	if t == nil {
+		return map[string]string{}
+	}
+	return dictMap(t.Labels)
+}
+
+// upgradedLabels moves a cluster's labels to a new template: every label the new template sets wins,
+// labels inherited unchanged from the old template and dropped by the new one go, and labels the
+// tenant set on the cluster alone stay.
+func upgradedLabels(cluster, oldTmpl, newTmpl map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range cluster {
+		if old, inherited := oldTmpl[k]; inherited && old == v {
+			continue
+		}
+		out[k] = v
+	}
+	for k, v := range newTmpl {
+		out[k] = v
+	}
+	return out
+}
+
+// credentialRotatable are the statuses Magnum 23's credential_rotate accepts.
+var credentialRotatable = append(append([]magnum.ClusterStatus{}, completeStatuses...), UpdateInProgress, UpdateFailed)
+
+// CredentialRotate implements credential_rotate(cluster) (Magnum 21.0.0+, a call). Clusters on the
+// in-memory flavor hold no cloud credential, so there is nothing to replace; on OpenStack the
+// per-cluster application credentials are replaced (internal/keystone) once wired.
+func (c *Conductor) CredentialRotate(ctx context.Context, req *rpc.Request) (any, error) {
+	if _, err := c.loadForUpdate(ctx, req, "Rotating the credential of a cluster", credentialRotatable); err != nil {
+		return nil, err
+	}
+	if c.opts.Flavor == templates.FlavorInMemory {
+		return nil, nil
+	}
+	return nil, magnum.NotSupportedMessage("Credential rotation is not supported by driver.")
+}
