@@ -1,0 +1,162 @@
+package keystone
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gophercloud/gophercloud/v2"
+)
+
+// Sentinels for the Keystone answers a caller has to tell apart. Test with errors.Is; they match an
+// *Error with the corresponding HTTP status, also inside an errors.Join.
+var (
+	// ErrNotFound: Keystone answered 404. On delete it means the credential is already gone
+	// (deleted earlier, or removed by Keystone when its owner was deleted or lost the project role).
+	ErrNotFound = errors.New("not found")
+	// ErrForbidden: Keystone answered 403. On delete it means this identity may not delete the
+	// credential (not the owner and not admin, or authenticated as a restricted application
+	// credential); for a non-owner, non-admin caller Keystone answers 403 even when the credential
+	// does not exist.
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnauthorized: Keystone answered 401: the token expired or was revoked, or the application
+	// credential/password is wrong, expired or its owner lost access.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrConflict: Keystone answered 409 (a credential with that name exists for the user).
+	ErrConflict = errors.New("conflict")
+)
+
+// Error is a failed Keystone operation. Its message names the operation, the credential and
+// Keystone's own explanation, and never contains a token or secret: the request bodies that carry
+// secrets are not part of it and Keystone's message is scrubbed of the secrets involved.
+type Error struct {
+	// Op is what was attempted, e.g. "delete application credential".
+	Op string
+	// Credential names the application credential concerned ("name (id …)"), if any.
+	Credential string
+	// StatusCode is Keystone's HTTP status, 0 when Keystone did not answer.
+	StatusCode int
+	// Message is Keystone's error message (or the transport error) with secrets removed.
+	Message string
+	// Err is the underlying error (gophercloud's or the transport's), for errors.As.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("keystone: ")
+	b.WriteString(e.Op)
+	if e.Credential != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Credential)
+	}
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, ": %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+// Is maps the HTTP status to the sentinels above.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrForbidden:
+		return e.StatusCode == http.StatusForbidden
+	case ErrUnauthorized:
+		return e.StatusCode == http.StatusUnauthorized
+	case ErrConflict:
+		return e.StatusCode == http.StatusConflict
+	}
+	return false
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// OnlyNotFound reports whether err is non-nil and every failure inside it (it may be an
+// errors.Join) is a Keystone 404: for a cleanup, "everything was already gone".
+func OnlyNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !OnlyNotFound(e) {
+				return false
+			}
+		}
+		return len(joined.Unwrap()) > 0
+	}
+	var kerr *Error
+	return errors.As(err, &kerr) && kerr.StatusCode == http.StatusNotFound
+}
+
+// newError turns a gophercloud or transport error into an *Error. scrub lists the secret values
+// that were part of the request; any of them echoed back by Keystone is replaced by "[REDACTED]".
+func newError(op, credential string, err error, scrub ...string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Op: op, Credential: credential, Message: err.Error(), Err: err}
+	}
+	e := &Error{Op: op, Credential: credential, Err: err}
+	var code gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &code) {
+		e.StatusCode = code.Actual
+		e.Message = keystoneMessage(code.Body)
+	} else {
+		// Transport errors (connection refused, TLS, DNS) and decoding errors carry the URL at
+		// most; never a header or a body.
+		e.Message = err.Error()
+	}
+	e.Message = scrubSecrets(e.Message, scrub...)
+	return e
+}
+
+// keystoneMessage extracts {"error": {"message": …}} from a Keystone error body. Other bodies (an
+// HTML page from a proxy or from a wrong URL) are summarised by their title or first line, cut short.
+func keystoneMessage(body []byte) string {
+	var parsed struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &parsed) == nil && parsed.Error.Message != "" {
+		return strings.TrimSpace(parsed.Error.Message)
+	}
+	text := strings.TrimSpace(string(body))
+	if strings.HasPrefix(text, "<") {
+		lower := strings.ToLower(text)
+		if start := strings.Index(lower, "<title>"); start >= 0 {
+			if end := strings.Index(lower[start:], "</title>"); end >= 0 {
+				return "non-JSON answer: " + strings.TrimSpace(text[start+len("<title>"):start+end])
+			}
+		}
+		return fmt.Sprintf("non-JSON answer (%d bytes of HTML)", len(body))
+	}
+	if i := strings.IndexByte(text, '\n'); i >= 0 {
+		text = text[:i]
+	}
+	const maxLen = 200
+	if len(text) > maxLen {
+		text = text[:maxLen] + "…"
+	}
+	return text
+}
+
+func scrubSecrets(s string, secrets ...string) string {
+	for _, secret := range secrets {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, redacted)
+		}
+	}
+	return s
+}
