@@ -71,7 +71,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 		versions = magnum.NewVersions(preset)
 	}
-	cond := conductor.New(st, mgr.Client, certs.NewManager(st.KeyPairs()), conductor.Options{
+	cond := conductor.New(st, kube{Client: mgr.Client, kick: mgr.Kick}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Logger: log,
@@ -116,3 +116,11 @@ func Run(ctx context.Context, o *Options, version string) error {
 	log.Info("stopped", "error", err)
 	return err
 }
+
+// kube is the management cluster as the conductor sees it: the writing client plus the watch's kick.
+type kube struct {
+	*capi.Client
+	kick func(namespace, name string)
+}
+
+func (k kube) Kick(namespace, name string) { k.kick(namespace, name) }

@@ -14,11 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
@@ -36,6 +38,17 @@ type Sink interface {
 type Manager struct {
 	manager.Manager
 	Client *Client
+	kicks  chan event.GenericEvent
+}
+
+// Kick asks the status reconciler to look at a cluster now. Needed after a change Magnum records but
+// CAPI does not see (e.g. a node group's max_node_count without autoscaling): no object changes, so
+// no watch event would ever complete the operation.
+func (m *Manager) Kick(namespace, name string) {
+	select {
+	case m.kicks <- event.GenericEvent{Object: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}:
+	default: // the queue is full: the reconciler is busy anyway and will see the latest state
+	}
 }
 
 // NewManager builds a controller-runtime manager with informers on Clusters, MachineDeployments and
@@ -59,7 +72,7 @@ func NewManager(cfg *rest.Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{Manager: mgr, Client: &Client{Client: direct}}, nil
+	return &Manager{Manager: mgr, Client: &Client{Client: direct}, kicks: make(chan event.GenericEvent, 1024)}, nil
 }
 
 // Watch registers the status reconciler.
@@ -80,6 +93,7 @@ func (m *Manager) Watch(sink Sink) error {
 		For(&clusterv1.Cluster{}, builder.WithPredicates(managed)).
 		Watches(&clusterv1.MachineDeployment{}, toCluster).
 		Watches(&clusterv1.Machine{}, toCluster).
+		WatchesRawSource(source.Channel(m.kicks, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(&statusReconciler{cache: m.GetClient(), sink: sink})
 }

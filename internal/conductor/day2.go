@@ -72,6 +72,7 @@ func (c *Conductor) applyTopology(ctx context.Context, id string) error {
 	}
 	err = c.applyCluster(ctx, cl)
 	if err == nil {
+		c.kube.Kick(c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
 		return nil
 	}
 	if !permanent(err) {

@@ -77,4 +77,6 @@ type Kube interface {
 	// or provider id) so CAPI removes exactly them on the next scale-down; it returns the names
 	// that match no machine.
 	MarkMachinesForDeletion(ctx context.Context, namespace, clusterName, nodeGroupUUID string, names []string) (unknown []string, err error)
+	// Kick makes the status sync look at a cluster now, even if no CAPI object changed.
+	Kick(namespace, name string)
 }
