@@ -17,10 +17,10 @@ func TestUpgradeCheck(t *testing.T) {
 		{"v1.35.4", "v1.36.3", ""},
 		{"v1.36.3", "v1.36.3", ""},
 		{"v1.36.1", "v1.36.3", ""},
-		{"v1.34.2", "v1.36.3", "skips a minor version: upgrade to v1.35 first"},
+		{"v1.34.2", "v1.36.3", "may not skip a Kubernetes minor version (from v1.34.2 to v1.36.3: upgrade to v1.35 first)"},
 		{"v1.36.3", "v1.35.4", "downgrades are not supported"},
 		{"v1.36.3", "v1.36.1", "downgrades are not supported"},
-		{"v1.36.3", "v2.0.0", "major version"},
+		{"v1.36.3", "v2.0.0", "major Kubernetes version"},
 		{"", "v1.36.3", ""}, // unknown current version: CAPI's own checks apply
 	}
 	for _, c := range cases {

@@ -331,12 +331,14 @@ func upgradeCheck(from, to string) error {
 		return err
 	}
 	switch {
+	// The key words come before the first '.': magnum-api's error title (what the CLI prints) is
+	// the message up to its first full stop, and every version number has one.
 	case tm != fm:
-		return fmt.Errorf("upgrading from %s to %s changes the major version", from, to)
+		return fmt.Errorf("an upgrade may not change the major Kubernetes version (from %s to %s)", from, to)
 	case tn < fn || (tn == fn && tp < fp):
-		return fmt.Errorf("%s is older than the cluster's %s: downgrades are not supported", to, from)
+		return fmt.Errorf("downgrades are not supported (the cluster runs %s, the template asks for %s)", from, to)
 	case tn > fn+1:
-		return fmt.Errorf("upgrading from %s to %s skips a minor version: upgrade to v%d.%d first", from, to, fm, fn+1)
+		return fmt.Errorf("an upgrade may not skip a Kubernetes minor version (from %s to %s: upgrade to v%d.%d first)", from, to, fm, fn+1)
 	}
 	return nil
 }

@@ -155,7 +155,7 @@ func TestDayTwo(t *testing.T) {
 	// An upgrade that skips a minor version is refused at once and changes nothing.
 	_, err = openstack(t, cloudDemo, "coe", "cluster", "upgrade", id, skipTmpl)
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "skips a minor version")
+	require.Contains(t, err.Error(), "may not skip a Kubernetes minor version")
 	c, err = showCluster(t, cloudDemo, id)
 	require.NoError(t, err)
 	require.Equal(t, "UPDATE_COMPLETE", c.Status)
