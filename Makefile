@@ -8,7 +8,7 @@ BIN := bin
 TEST_TIMEOUT ?= 60m
 PKGS ?= ./...
 
-.PHONY: all build up down kubeconfig test test-unit lint bench fuzz clean
+.PHONY: all build up down kubeconfig test test-unit lint bench fuzz generate clean
 
 all: build
 
@@ -51,6 +51,10 @@ fuzz:
 	@for t in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' internal | sed 's/func //'); do \
 	  pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' internal | xargs dirname); \
 	  echo "== $$t ($$pkg)"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; done
+
+## generate: regenerate docs/labels.md from the label registry (a test fails when it is stale).
+generate:
+	$(GO) generate ./internal/templates/...
 
 clean:
 	rm -rf $(BIN)

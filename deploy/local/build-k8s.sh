@@ -61,4 +61,13 @@ if want capi; then
   build capd-manager "$tk/capi" sigs.k8s.io/cluster-api/test/infrastructure/docker "$(capi_stamp "$CAPI_VERSION")"
   build capi-install "$tk/capi" ./cmd/capi-install ""
 fi
+# CAPO lives in its own module: it pins CAPI v1.12 / controller-runtime v0.22, unlike tools/k8s/capi.
+# Not part of "all": only the CAPO dry-run test (test/capo) and deploy/local/capo-up.sh need it.
+if [[ " $targets " == *" capo "* ]]; then
+  # The version comes from the module's go.mod (part of the fingerprint), not versions.env: a line
+  # there would change every other target's fingerprint too.
+  capo_version=$(cd "$tk/capo" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api-provider-openstack)
+  build capo-manager "$tk/capo" sigs.k8s.io/cluster-api-provider-openstack \
+    "-X sigs.k8s.io/cluster-api-provider-openstack/version.gitVersion=$capo_version -X sigs.k8s.io/cluster-api-provider-openstack/version.gitTreeState=clean"
+fi
 echo "build-k8s: binaries in $bin"

@@ -307,6 +307,7 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 			NetworkDriver: tmpl.NetworkDriver.Or(""), VolumeDriver: tmpl.VolumeDriver.Or(""), DockerVolumeSize: int(tmpl.DockerVolumeSize.Or(0)),
 			MasterLBEnabled: tmpl.MasterLBEnabled.Or(false), FloatingIPEnabled: tmpl.FloatingIPEnabled.Or(true),
 			TLSDisabled: tmpl.TLSDisabled.Or(false), Labels: dictMap(tmpl.Labels),
+			HTTPProxy: tmpl.HTTPProxy.Or(""), HTTPSProxy: tmpl.HTTPSProxy.Or(""), NoProxy: tmpl.NoProxy.Or(""),
 		},
 		Cluster: templates.Cluster{
 			UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""), Keypair: cl.Keypair.Or(""),

@@ -28,7 +28,11 @@ type Template struct {
 	MasterLBEnabled   bool
 	FloatingIPEnabled bool
 	TLSDisabled       bool
-	Labels            map[string]string
+	// HTTPProxy, HTTPSProxy and NoProxy are the template's proxy settings for the nodes.
+	HTTPProxy  string
+	HTTPSProxy string
+	NoProxy    string
+	Labels     map[string]string
 }
 
 // Cluster is the part of a Magnum Cluster the mapping reads.

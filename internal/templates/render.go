@@ -38,6 +38,15 @@ type Rendered struct {
 	Version      string
 	// Unimplemented lists the labels the bridge does not implement, for the status reason.
 	Unimplemented []string
+	// ServerGroups (OpenStack flavor) are the Nova server groups the machines are placed in, by
+	// name: they must exist before the Cluster is applied and be deleted after it is gone.
+	ServerGroups []ServerGroup
+}
+
+// ServerGroup is a Nova server group a rendering needs.
+type ServerGroup struct {
+	Name   string
+	Policy string // a Nova policy: soft-anti-affinity, anti-affinity, soft-affinity or affinity
 }
 
 // Render maps the input to Kubernetes objects. Errors are *LabelError (the tenant fixes a label) or
@@ -51,12 +60,18 @@ func Render(in Input) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	network, err := resolveNetwork(in)
+	if err != nil {
+		return nil, err
+	}
 	var class []*unstructured.Unstructured
 	switch in.Flavor {
 	case FlavorInMemory:
 		class, err = inMemoryClass(in)
+	case FlavorOpenStack:
+		class, err = openStackClass()
 	default:
-		return nil, fmt.Errorf("infrastructure flavor %q cannot render clusters yet", in.Flavor)
+		return nil, fmt.Errorf("unknown infrastructure flavor %q", in.Flavor)
 	}
 	if err != nil {
 		return nil, err
@@ -67,11 +82,22 @@ func Render(in Input) (*Rendered, error) {
 		// Only labels that follow from the content: templates with equal renderings share the class.
 		o.SetLabels(mergeMaps(o.GetLabels(), map[string]string{LabelManagedBy: ManagedByValue}))
 	}
-	cluster, err := clusterObject(in, className, version)
+	c, topo, err := clusterObject(in, className, version, network)
 	if err != nil {
 		return nil, err
 	}
-	return &Rendered{ClassName: className, ClassObjects: class, Cluster: cluster, Version: version, Unimplemented: unimplemented}, nil
+	r := &Rendered{ClassName: className, ClassObjects: class, Version: version, Unimplemented: unimplemented}
+	if in.Flavor == FlavorOpenStack {
+		extra, err := openStackTopology(in, c, topo, network, version)
+		if err != nil {
+			return nil, err
+		}
+		r.ServerGroups = extra.serverGroups
+	}
+	if r.Cluster, err = toUnstructured(c, clusterv1.GroupVersion.String(), "Cluster"); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // classPlaceholder stands for the class name while the content hash is computed.
@@ -202,13 +228,20 @@ func ref(apiVersion, kind, name string) clusterv1.ClusterClassTemplateReference 
 	return clusterv1.ClusterClassTemplateReference{APIVersion: apiVersion, Kind: kind, Name: name}
 }
 
-func clusterObject(in Input, className, version string) (*unstructured.Unstructured, error) {
+// topology pairs the Cluster's topology entries with the node groups they come from.
+type topology struct {
+	controlPlane NodeGroup
+	// workers are in the order of c.Spec.Topology.Workers.MachineDeployments.
+	workers []NodeGroup
+}
+
+func clusterObject(in Input, className, version string, network clusterNetwork) (*clusterv1.Cluster, topology, error) {
 	var controlPlane *NodeGroup
 	var workers []NodeGroup
 	for i := range in.NodeGroups {
 		if in.NodeGroups[i].IsControlPlane() {
 			if controlPlane != nil {
-				return nil, fmt.Errorf("cluster has more than one control-plane node group (%s, %s)", controlPlane.Name, in.NodeGroups[i].Name)
+				return nil, topology{}, fmt.Errorf("cluster has more than one control-plane node group (%s, %s)", controlPlane.Name, in.NodeGroups[i].Name)
 			}
 			controlPlane = &in.NodeGroups[i]
 			continue
@@ -216,7 +249,7 @@ func clusterObject(in Input, className, version string) (*unstructured.Unstructu
 		workers = append(workers, in.NodeGroups[i])
 	}
 	if controlPlane == nil {
-		return nil, fmt.Errorf("cluster has no control-plane node group")
+		return nil, topology{}, fmt.Errorf("cluster has no control-plane node group")
 	}
 	// Default groups first, then by name: a stable order keeps server-side apply from reordering.
 	sort.SliceStable(workers, func(i, j int) bool {
@@ -238,9 +271,9 @@ func clusterObject(in Input, className, version string) (*unstructured.Unstructu
 		},
 		Spec: clusterv1.ClusterSpec{
 			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{"10.100.0.0/16"}},
-				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{"10.254.0.0/16"}},
-				ServiceDomain: "cluster.local",
+				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{network.Pods.String()}},
+				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{network.Services.String()}},
+				ServiceDomain: network.ServiceDomain,
 			},
 			Topology: clusterv1.Topology{
 				ClassRef:     clusterv1.ClusterClassRef{Name: className},
@@ -259,16 +292,20 @@ func clusterObject(in Input, className, version string) (*unstructured.Unstructu
 				Annotations: map[string]string{AnnotationNGName: ng.Name},
 			},
 		}
-		if autoscale && ng.MaxNodeCount != nil {
+		lo, hi, err := autoscalingBounds(in.Cluster.Labels, ng)
+		if err != nil {
+			return nil, topology{}, err
+		}
+		if autoscale && hi != nil {
 			// Replicas stay unset so the autoscaler owns them; CAPI starts the group at the minimum.
-			md.Metadata.Annotations[AutoscalerMinAnnotation] = strconv.Itoa(ng.MinNodeCount)
-			md.Metadata.Annotations[AutoscalerMaxAnnotation] = strconv.Itoa(*ng.MaxNodeCount)
+			md.Metadata.Annotations[AutoscalerMinAnnotation] = strconv.Itoa(lo)
+			md.Metadata.Annotations[AutoscalerMaxAnnotation] = strconv.Itoa(*hi)
 		} else {
 			md.Replicas = ptr.To(int32(ng.NodeCount))
 		}
 		c.Spec.Topology.Workers.MachineDeployments = append(c.Spec.Topology.Workers.MachineDeployments, md)
 	}
-	return toUnstructured(c, clusterv1.GroupVersion.String(), "Cluster")
+	return c, topology{controlPlane: *controlPlane, workers: workers}, nil
 }
 
 func mergeMaps(a, b map[string]string) map[string]string {
@@ -280,4 +317,25 @@ func mergeMaps(a, b map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// autoscalingBounds are a worker group's autoscaling bounds: its own min/max_node_count, and for the
+// default worker group the min_node_count/max_node_count labels where the group has none (Magnum
+// leaves the default group's bounds unset and the anchors read the labels).
+func autoscalingBounds(labels map[string]string, ng NodeGroup) (lo int, hi *int, err error) {
+	lo, hi = ng.MinNodeCount, ng.MaxNodeCount
+	if ng.IsDefault {
+		if lo == 0 && labelSet(labels, "min_node_count") {
+			lo = labelInt(labels, "min_node_count")
+		}
+		if hi == nil && labelSet(labels, "max_node_count") {
+			n := labelInt(labels, "max_node_count")
+			hi = &n
+		}
+	}
+	if hi != nil && lo > *hi {
+		return 0, nil, &LabelError{Label: "min_node_count", Value: strconv.Itoa(lo),
+			Reason: fmt.Sprintf("node group %s: the minimum is above the maximum %d", ng.Name, *hi)}
+	}
+	return lo, hi, nil
 }

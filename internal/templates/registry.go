@@ -1,0 +1,312 @@
+package templates
+
+// Label groups, in the order docs/labels.md lists them.
+const (
+	GroupVersion    = "Kubernetes version and images"
+	GroupNetwork    = "Cluster network"
+	GroupAPI        = "API server and its load balancer"
+	GroupPlacement  = "Machines and placement"
+	GroupStorage    = "Storage"
+	GroupComponents = "Kubernetes component settings"
+	GroupSecurity   = "Security: TLS, OIDC, audit"
+	GroupHealing    = "Auto-healing and autoscaling"
+	GroupAddons     = "Add-ons"
+	GroupLegacy     = "Heat driver internals"
+	GroupBridge     = "Bridge-only"
+)
+
+// LabelGroups is the order of the groups in the documentation.
+var LabelGroups = []string{GroupVersion, GroupNetwork, GroupAPI, GroupPlacement, GroupStorage,
+	GroupComponents, GroupSecurity, GroupHealing, GroupAddons, GroupLegacy, GroupBridge}
+
+var (
+	allFlavors = []Flavor{FlavorInMemory, FlavorOpenStack}
+	onlyCAPO   = []Flavor{FlavorOpenStack}
+
+	aHeat    = []Anchor{AnchorHeat}
+	aVex     = []Anchor{AnchorVexxhost}
+	aHelm    = []Anchor{AnchorCAPIHelm}
+	aHeatVex = []Anchor{AnchorHeat, AnchorVexxhost}
+	aAll     = []Anchor{AnchorHeat, AnchorVexxhost, AnchorCAPIHelm}
+	aVexHelm = []Anchor{AnchorVexxhost, AnchorCAPIHelm}
+	aHeatHlm = []Anchor{AnchorHeat, AnchorCAPIHelm}
+)
+
+func intp(n int) *int { return &n }
+
+// octaviaAlgorithms are the pool algorithms Octavia accepts.
+var octaviaAlgorithms = []string{"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"}
+
+// serverGroupPolicies are the Nova server group policies (microversion 2.64+).
+var serverGroupPolicies = []string{"soft-anti-affinity", "anti-affinity", "soft-affinity", "affinity", "none"}
+
+// Registry is every label the three anchors accept (Magnum's Heat driver, vexxhost's
+// magnum-cluster-api and magnum-capi-helm) plus the bridge's own. A label whose Flavors do not
+// include the cluster's flavor is reported back to the tenant as not implemented, never silently
+// dropped; labels that are not registered at all are reported the same way.
+var Registry = []LabelSpec{
+	// --- Kubernetes version and images ---------------------------------------------------------
+	{Name: "kube_tag", Group: GroupVersion, Type: LabelVersion, Anchors: aHeatVex, Flavors: allFlavors,
+		Description: "Kubernetes version of the cluster, e.g. v1.36.3.",
+		Effect:      "Cluster `spec.topology.version`. Default: the version in the image name (…-kube-vX.Y.Z), else the bridge's configured default. Both the in-memory and the OpenStack flavor."},
+	{Name: "container_infra_prefix", Group: GroupVersion, Type: LabelRegistry, Anchors: aHeatVex, Flavors: onlyCAPO, NodeGroup: false,
+		Description: "Registry (and path) every image of the cluster is pulled from, for air-gapped or mirrored clouds.",
+		Effect:      "Variable `imageRepository` → KubeadmControlPlane `clusterConfiguration.imageRepository` (kube-apiserver, controller-manager, scheduler, etcd, CoreDNS, kube-proxy images); a trailing / is dropped. Default: kubeadm's registry.k8s.io."},
+	{Name: "hyperkube_prefix", Group: GroupVersion, Type: LabelRegistry, Anchors: aHeat,
+		Description: "Registry of the hyperkube image (Heat only; CAPI images have no hyperkube)."},
+	{Name: "kube_image_digest", Group: GroupVersion, Type: LabelString, Anchors: aHeat,
+		Description: "Digest pinning the Heat driver's Kubernetes image."},
+	{Name: "etcd_tag", Group: GroupVersion, Type: LabelImageTag, Anchors: aHeat,
+		Description: "etcd image tag. With kubeadm the etcd version follows the Kubernetes version."},
+	{Name: "coredns_tag", Group: GroupVersion, Type: LabelImageTag, Anchors: aHeat,
+		Description: "CoreDNS image tag. With kubeadm the CoreDNS version follows the Kubernetes version."},
+	{Name: "cloud_provider_tag", Group: GroupVersion, Type: LabelImageTag, Anchors: aHeatVex,
+		Description: "OpenStack cloud-controller-manager image tag (default: derived from the Kubernetes minor)."},
+	{Name: "heat_container_agent_tag", Group: GroupVersion, Type: LabelImageTag, Anchors: aHeat,
+		Description: "Heat container agent image tag (Heat only)."},
+	{Name: "capi_helm_chart_version", Group: GroupVersion, Type: LabelString, Anchors: aHelm,
+		Description: "Version of the openstack-cluster Helm chart (magnum-capi-helm only; the bridge renders no chart)."},
+
+	// --- Cluster network ---------------------------------------------------------------------------
+	{Name: "calico_ipv4pool", Group: GroupNetwork, Type: LabelCIDR, Default: defaultPodCIDR, Anchors: aHeatVex, Flavors: allFlavors,
+		Description: "Pod network CIDR when the template's network_driver is calico.",
+		Effect:      "Cluster `spec.clusterNetwork.pods.cidrBlocks` when network_driver is calico (or unset). Must not overlap the service range or the node subnet."},
+	{Name: "cilium_ipv4pool", Group: GroupNetwork, Type: LabelCIDR, Default: defaultPodCIDR, Anchors: aVex, Flavors: allFlavors,
+		Description: "Pod network CIDR when the template's network_driver is cilium.",
+		Effect:      "Cluster `spec.clusterNetwork.pods.cidrBlocks` when network_driver is cilium."},
+	{Name: "flannel_network_cidr", Group: GroupNetwork, Type: LabelCIDR, Default: defaultPodCIDR, Anchors: aHeat, Flavors: allFlavors,
+		Description: "Pod network CIDR when the template's network_driver is flannel.",
+		Effect:      "Cluster `spec.clusterNetwork.pods.cidrBlocks` when network_driver is flannel."},
+	{Name: "service_cluster_ip_range", Group: GroupNetwork, Type: LabelCIDR, Default: defaultServiceCIDR, Anchors: aHeatVex, Flavors: allFlavors,
+		Description: "Service (ClusterIP) CIDR.",
+		Effect:      "Cluster `spec.clusterNetwork.services.cidrBlocks`."},
+	{Name: "dns_cluster_domain", Group: GroupNetwork, Type: LabelString, Default: defaultServiceDomain, Anchors: aVex, Flavors: allFlavors,
+		Description: "DNS domain of the cluster's services.",
+		Effect:      "Cluster `spec.clusterNetwork.serviceDomain` (must be a DNS name)."},
+	{Name: "fixed_subnet_cidr", Group: GroupNetwork, Type: LabelCIDR, Default: defaultNodeCIDR, Anchors: aAll, Flavors: onlyCAPO,
+		Description: "CIDR of the node subnet when the driver creates the network (no fixed_network in the template).",
+		Effect:      "Variable `managedSubnets[0].cidr` → OpenStackCluster `managedSubnets` (CAPO creates network, subnet and router). Ignored when the template names a fixed_network."},
+	{Name: "extra_network_names", Group: GroupNetwork, Type: LabelNameList, Anchors: aHelm, Flavors: onlyCAPO,
+		Description: "Additional Neutron networks (names or IDs) every node gets a port on.",
+		Effect:      "Variable `ports` → OpenStackMachineTemplate `ports`: the cluster network first, then one port per network (by ID when it is a UUID, else by name). Comma-separated (spaces also separate, as in magnum-capi-helm)."},
+	{Name: "extra_network_name", Group: GroupNetwork, Type: LabelNameList, Anchors: aHelm, Flavors: onlyCAPO, AliasOf: "extra_network_names",
+		Description: "Deprecated spelling of extra_network_names.", Effect: "Same as extra_network_names."},
+	{Name: "calico_ipv4pool_ipip", Group: GroupNetwork, Type: LabelEnum, Default: "Off", Enum: []string{"Always", "CrossSubnet", "Never", "Off"}, Anchors: aHeat,
+		Description: "Calico IP-in-IP mode (needs a Calico add-on, not installed by the bridge)."},
+	{Name: "calico_tag", Group: GroupNetwork, Type: LabelImageTag, Default: "v3.32.1", Anchors: aHeatVex,
+		Description: "Calico version (CNI add-on, not installed by the bridge)."},
+	{Name: "cilium_tag", Group: GroupNetwork, Type: LabelImageTag, Default: "v1.15.3", Anchors: aVex,
+		Description: "Cilium version (CNI add-on, not installed by the bridge)."},
+	{Name: "cilium_hubble_ui_enabled", Group: GroupNetwork, Type: LabelBool, Default: "false", Anchors: aVex, Honored: []string{"false"},
+		Description: "Deploy Hubble relay and UI with Cilium."},
+	{Name: "flannel_backend", Group: GroupNetwork, Type: LabelEnum, Default: "vxlan", Enum: []string{"udp", "vxlan", "host-gw"}, Anchors: aHeat,
+		Description: "Flannel backend (flannel is not offered by CAPI drivers)."},
+	{Name: "flannel_network_subnetlen", Group: GroupNetwork, Type: LabelInt, Default: "24", Anchors: aHeat,
+		Description: "Size of each node's flannel subnet."},
+	{Name: "flannel_tag", Group: GroupNetwork, Type: LabelImageTag, Anchors: aHeat, Description: "Flannel image tag."},
+	{Name: "flannel_cni_tag", Group: GroupNetwork, Type: LabelImageTag, Anchors: aHeat, Description: "Flannel CNI image tag."},
+
+	// --- API server and its load balancer --------------------------------------------------------
+	{Name: "master_lb_floating_ip_enabled", Group: GroupAPI, Type: LabelBool, Anchors: aAll, Flavors: onlyCAPO,
+		Description: "Give the API load balancer (or, without one, the control-plane machine) a floating IP.",
+		Effect:      "Variable `disableAPIServerFloatingIP` (its negation) → OpenStackCluster `disableAPIServerFloatingIP`. Default: the template's floating_ip_enabled. Without a master load balancer it cannot be false (CAPO would need a pre-allocated VIP)."},
+	{Name: "master_lb_allowed_cidrs", Group: GroupAPI, Type: LabelCIDRList, Anchors: aHeat, Flavors: onlyCAPO,
+		Description: "CIDRs allowed to reach the API load balancer (default: everyone).",
+		Effect:      "Variable `apiServerLoadBalancer.allowedCIDRs` → OpenStackCluster `apiServerLoadBalancer.allowedCIDRs`. Needs master_lb_enabled in the template."},
+	{Name: "api_master_lb_allowed_cidrs", Group: GroupAPI, Type: LabelCIDRList, Anchors: aHelm, Flavors: onlyCAPO, AliasOf: "master_lb_allowed_cidrs",
+		Description: "magnum-capi-helm's spelling of master_lb_allowed_cidrs.", Effect: "Same as master_lb_allowed_cidrs."},
+	{Name: "octavia_provider", Group: GroupAPI, Type: LabelString, Anchors: aAll, Flavors: onlyCAPO,
+		Description: "Octavia provider of the load balancers (amphora, amphorav2, ovn, …).",
+		Effect:      "Variable `apiServerLoadBalancer.provider` → OpenStackCluster `apiServerLoadBalancer.provider`. Default: Octavia's default provider."},
+	{Name: "octavia_lb_algorithm", Group: GroupAPI, Type: LabelEnum, Enum: octaviaAlgorithms, Anchors: aAll, Flavors: onlyCAPO,
+		Description: "Pool algorithm of the load balancers.",
+		Effect:      "Validated; CAPO always uses SOURCE_IP_PORT with the ovn provider and ROUND_ROBIN otherwise, so that value is honoured and any other is reported as not implemented."},
+	{Name: "octavia_lb_healthcheck", Group: GroupAPI, Type: LabelBool, Default: "true", Anchors: aAll, Honored: []string{"true"},
+		Description: "Create health monitors on the load balancers (CAPO always monitors the API load balancer, so only true is honoured)."},
+	{Name: "api_server_floating_ip", Group: GroupAPI, Type: LabelIP, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "A specific (pre-allocated or to be created) floating IP for the API server.",
+		Effect:      "Variable `apiServerFloatingIP` → OpenStackCluster `apiServerFloatingIP`."},
+	{Name: "api_server_lb_flavor", Group: GroupAPI, Type: LabelString, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Octavia flavor of the API load balancer.",
+		Effect:      "Variable `apiServerLoadBalancer.flavor` → OpenStackCluster `apiServerLoadBalancer.flavor`."},
+	{Name: "api_server_lb_availability_zone", Group: GroupAPI, Type: LabelString, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Octavia availability zone of the API load balancer.",
+		Effect:      "Variable `apiServerLoadBalancer.availabilityZone` → OpenStackCluster `apiServerLoadBalancer.availabilityZone`."},
+
+	// --- Machines and placement --------------------------------------------------------------------
+	{Name: "availability_zone", Group: GroupPlacement, Type: LabelString, Anchors: aHeatVex, Flavors: onlyCAPO, NodeGroup: true,
+		Description: "Nova availability zone of the nodes.",
+		Effect:      "Worker MachineDeployment `failureDomain` (CAPO's availability zone), per node group when the group's labels set it; also the control plane's zone when control_plane_availability_zones is not set."},
+	{Name: "control_plane_availability_zones", Group: GroupPlacement, Type: LabelNameList, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Availability zones the control-plane machines are spread over.",
+		Effect:      "Variable `controlPlaneAvailabilityZones` → OpenStackCluster `controlPlaneAvailabilityZones` (CAPI spreads control-plane machines over them)."},
+	{Name: "server_group_policies", Group: GroupPlacement, Type: LabelEnum, Default: "soft-anti-affinity", Enum: serverGroupPolicies, Anchors: aVex, Flavors: onlyCAPO, NodeGroup: true,
+		Description: "Nova server group policy of the control plane and of each node group.",
+		Effect:      "Variable `serverGroup` (control-plane and per-node-group overrides) → OpenStackMachineTemplate `serverGroup` by name `<cluster>-<group>`; Rendered.ServerGroups lists the groups (name, policy) the bridge must create in Nova before applying. `none`: no server group."},
+	{Name: "different_failure_domain", Group: GroupPlacement, Type: LabelBool, Default: "false", Anchors: aVex, Honored: []string{"false"},
+		Description: "Nova scheduler hint for vexxhost's own scheduler filter."},
+
+	// --- Storage -------------------------------------------------------------------------------------
+	{Name: "boot_volume_size", Group: GroupStorage, Type: LabelInt, Default: "0", Max: intp(65536), Anchors: aAll, Flavors: onlyCAPO, NodeGroup: true,
+		Description: "Boot from a Cinder volume of this many GiB (0: boot from the flavor's local disk).",
+		Effect:      "Variable `rootVolume.sizeGiB` (cluster, per-node-group override) → OpenStackMachineTemplate `rootVolume`."},
+	{Name: "boot_volume_type", Group: GroupStorage, Type: LabelString, Anchors: aAll, Flavors: onlyCAPO, NodeGroup: true,
+		Description: "Cinder volume type of the boot volume (default: Cinder's default type).",
+		Effect:      "Variable `rootVolume.type` → OpenStackMachineTemplate `rootVolume.type` (only with boot_volume_size > 0)."},
+	{Name: "boot_volume_availability_zone", Group: GroupStorage, Type: LabelString, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Cinder availability zone of the boot volume (default: none, Cinder decides).",
+		Effect:      "Variable `rootVolume.availabilityZone` → OpenStackMachineTemplate `rootVolume.availabilityZone` {from: Name} (only with boot_volume_size > 0)."},
+	{Name: "etcd_volume_size", Group: GroupStorage, Type: LabelInt, Default: "0", Anchors: aAll,
+		Description: "Dedicated Cinder volume for etcd, in GiB (0: etcd on the root disk)."},
+	{Name: "etcd_volume_type", Group: GroupStorage, Type: LabelString, Anchors: aAll, Description: "Cinder volume type of the etcd volume."},
+	{Name: "etcd_blockdevice_size", Group: GroupStorage, Type: LabelInt, Default: "0", Anchors: aHelm, Description: "magnum-capi-helm's etcd block device size in GiB."},
+	{Name: "etcd_blockdevice_type", Group: GroupStorage, Type: LabelEnum, Default: "volume", Enum: []string{"volume", "local"}, Anchors: aHelm, Description: "etcd block device kind: Cinder volume or ephemeral disk."},
+	{Name: "etcd_blockdevice_volume_type", Group: GroupStorage, Type: LabelString, Anchors: aHelm, Description: "Cinder type of the etcd block device."},
+	{Name: "etcd_blockdevice_volume_az", Group: GroupStorage, Type: LabelString, Anchors: aHelm, Description: "Availability zone of the etcd block device."},
+	{Name: "docker_volume_type", Group: GroupStorage, Type: LabelString, Anchors: aHeatVex, Description: "Cinder type of the container runtime volume (size from the template's docker_volume_size)."},
+	{Name: "cinder_csi_enabled", Group: GroupStorage, Type: LabelBool, Default: "true", Anchors: aHeatVex, Honored: []string{"false"},
+		Description: "Install the Cinder CSI driver and StorageClasses (add-on, not installed by the bridge)."},
+	{Name: "cinder_csi_plugin_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "Cinder CSI image tag."},
+	{Name: "manila_csi_enabled", Group: GroupStorage, Type: LabelBool, Default: "true", Anchors: aVex, Honored: []string{"false"}, Description: "Install the Manila CSI driver."},
+	{Name: "manila_csi_plugin_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aVex, Description: "Manila CSI image tag."},
+	{Name: "manila_csi_share_network_id", Group: GroupStorage, Type: LabelString, Anchors: aVex, Description: "Share network of the Manila StorageClasses."},
+	{Name: "csi_attacher_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "CSI attacher sidecar tag."},
+	{Name: "csi_provisioner_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "CSI provisioner sidecar tag."},
+	{Name: "csi_snapshotter_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "CSI snapshotter sidecar tag."},
+	{Name: "csi_resizer_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "CSI resizer sidecar tag."},
+	{Name: "csi_node_driver_registrar_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "CSI node driver registrar sidecar tag."},
+	{Name: "csi_liveness_probe_tag", Group: GroupStorage, Type: LabelImageTag, Anchors: aHeatVex, Description: "CSI liveness probe sidecar tag."},
+	{Name: "csi_cinder_availability_zone", Group: GroupStorage, Type: LabelString, Default: "nova", Anchors: aHelm, Description: "Availability zone of the Cinder StorageClass."},
+	{Name: "csi_cinder_reclaim_policy", Group: GroupStorage, Type: LabelEnum, Default: "Retain", Enum: []string{"Retain", "Delete"}, Anchors: aHelm, Description: "Reclaim policy of the Cinder StorageClass."},
+	{Name: "csi_cinder_volume_binding_mode", Group: GroupStorage, Type: LabelEnum, Default: "WaitForFirstConsumer", Enum: []string{"WaitForFirstConsumer", "Immediate"}, Anchors: aHelm, Description: "Volume binding mode of the Cinder StorageClass."},
+	{Name: "csi_cinder_fstype", Group: GroupStorage, Type: LabelString, Default: "ext4", Anchors: aHelm, Description: "Filesystem of Cinder volumes."},
+	{Name: "csi_cinder_allow_volume_expansion", Group: GroupStorage, Type: LabelBool, Default: "true", Anchors: aHelm, Description: "Allow expanding Cinder volumes."},
+
+	// --- Kubernetes component settings --------------------------------------------------------------
+	{Name: "admission_control_list", Group: GroupComponents, Type: LabelAdmissionPlugins, Anchors: aHeatVex, Flavors: onlyCAPO,
+		Description: "Admission plugins kube-apiserver enables in addition to its defaults.",
+		Effect:      "Variable `enableAdmissionPlugins` → kube-apiserver `enable-admission-plugins=NodeRestriction,<list>`. Removed plugins (PodSecurityPolicy, …) and plugins the cluster's Kubernetes version lacks are refused."},
+	{Name: "kubelet_options", Group: GroupComponents, Type: LabelFlags, Anchors: aHeat, Description: "Extra kubelet flags (Heat only)."},
+	{Name: "kubeapi_options", Group: GroupComponents, Type: LabelFlags, Anchors: aHeat, Description: "Extra kube-apiserver flags (Heat only)."},
+	{Name: "kubecontroller_options", Group: GroupComponents, Type: LabelFlags, Anchors: aHeat, Description: "Extra kube-controller-manager flags (Heat only)."},
+	{Name: "kubescheduler_options", Group: GroupComponents, Type: LabelFlags, Anchors: aHeat, Description: "Extra kube-scheduler flags (Heat only)."},
+	{Name: "kubeproxy_options", Group: GroupComponents, Type: LabelFlags, Anchors: aHeat, Description: "Extra kube-proxy flags (Heat only)."},
+	{Name: "cgroup_driver", Group: GroupComponents, Type: LabelEnum, Default: "systemd", Enum: []string{"systemd", "cgroupfs"}, Anchors: aHeat, Honored: []string{"systemd"},
+		Description: "cgroup driver of kubelet and the runtime; kubeadm uses systemd, so only systemd is honoured."},
+	{Name: "container_runtime", Group: GroupComponents, Type: LabelEnum, Default: "containerd", Enum: []string{"containerd", "host-docker"}, Anchors: aHeat, Honored: []string{"containerd"},
+		Description: "Container runtime; CAPI images run containerd, so only containerd is honoured."},
+	{Name: "containerd_version", Group: GroupComponents, Type: LabelString, Anchors: aHeat, Description: "containerd version (comes with the image)."},
+	{Name: "containerd_tarball_url", Group: GroupComponents, Type: LabelString, Anchors: aHeat, Description: "containerd tarball URL (Heat only)."},
+	{Name: "containerd_tarball_sha256", Group: GroupComponents, Type: LabelString, Anchors: aHeat, Description: "containerd tarball checksum (Heat only)."},
+	{Name: "use_podman", Group: GroupComponents, Type: LabelBool, Anchors: aHeat, Description: "Run system containers with podman (Heat only)."},
+	{Name: "selinux_mode", Group: GroupComponents, Type: LabelEnum, Enum: []string{"enforcing", "permissive", "disabled"}, Anchors: aHeat, Description: "SELinux mode of the nodes (comes with the image)."},
+	{Name: "ostree_remote", Group: GroupComponents, Type: LabelString, Anchors: aHeat, Description: "Fedora CoreOS ostree remote (Heat only)."},
+	{Name: "ostree_commit", Group: GroupComponents, Type: LabelString, Anchors: aHeat, Description: "Fedora CoreOS ostree commit (Heat only)."},
+
+	// --- Security: TLS, OIDC, audit ------------------------------------------------------------------
+	{Name: "api_server_cert_sans", Group: GroupSecurity, Type: LabelSANList, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Extra subject alternative names of the API server certificate.",
+		Effect:      "Variable `apiServerCertSANs` → KubeadmControlPlane `clusterConfiguration.apiServer.certSANs`."},
+	{Name: "api_server_tls_cipher_suites", Group: GroupSecurity, Type: LabelCipherSuites, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "TLS cipher suites kube-apiserver accepts (default: Kubernetes' own list).",
+		Effect:      "Variable `apiServerTLSCipherSuites` → kube-apiserver `tls-cipher-suites`."},
+	{Name: "kubelet_tls_cipher_suites", Group: GroupSecurity, Type: LabelCipherSuites, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "TLS cipher suites kubelet accepts (default: Kubernetes' own list).",
+		Effect:      "Variable `kubeletTLSCipherSuites` → kubelet `tls-cipher-suites` on control-plane and worker nodes."},
+	{Name: "oidc_issuer_url", Group: GroupSecurity, Type: LabelHTTPSURL, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "OpenID Connect issuer; setting it enables OIDC authentication.",
+		Effect:      "Variable `openidConnect.issuerURL` → kube-apiserver `oidc-issuer-url` (needs oidc_client_id)."},
+	{Name: "oidc_client_id", Group: GroupSecurity, Type: LabelString, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "OIDC client ID the tokens must be issued for.", Effect: "kube-apiserver `oidc-client-id`."},
+	{Name: "oidc_username_claim", Group: GroupSecurity, Type: LabelString, Default: "sub", Anchors: aVex, Flavors: onlyCAPO,
+		Description: "JWT claim used as the user name.", Effect: "kube-apiserver `oidc-username-claim`."},
+	{Name: "oidc_username_prefix", Group: GroupSecurity, Type: LabelString, Default: "-", Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Prefix of OIDC user names (- for none).", Effect: "kube-apiserver `oidc-username-prefix`."},
+	{Name: "oidc_groups_claim", Group: GroupSecurity, Type: LabelString, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "JWT claim holding the user's groups.", Effect: "kube-apiserver `oidc-groups-claim`."},
+	{Name: "oidc_groups_prefix", Group: GroupSecurity, Type: LabelString, Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Prefix of OIDC group names.", Effect: "kube-apiserver `oidc-groups-prefix`."},
+	{Name: "audit_log_enabled", Group: GroupSecurity, Type: LabelBool, Default: "false", Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Write a kube-apiserver audit log on the control-plane nodes.",
+		Effect:      "Variable `auditLog` → an audit policy file, kube-apiserver `audit-policy-file`/`audit-log-path`=/var/log/kubernetes/audit/kube-apiserver-audit.log and the host mounts for both."},
+	{Name: "audit_log_max_age", Group: GroupSecurity, Type: LabelInt, Default: "30", Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Days to keep audit log files.", Effect: "kube-apiserver `audit-log-maxage` (with audit_log_enabled)."},
+	{Name: "audit_log_max_backup", Group: GroupSecurity, Type: LabelInt, Default: "10", Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Number of audit log files to keep.", Effect: "kube-apiserver `audit-log-maxbackup` (with audit_log_enabled)."},
+	{Name: "audit_log_max_size", Group: GroupSecurity, Type: LabelInt, Default: "100", Min: intp(1), Anchors: aVex, Flavors: onlyCAPO,
+		Description: "Size in MB at which the audit log is rotated.", Effect: "kube-apiserver `audit-log-maxsize` (with audit_log_enabled)."},
+	{Name: "audit_log_maxage", Group: GroupSecurity, Type: LabelInt, Anchors: aVex, Flavors: onlyCAPO, AliasOf: "audit_log_max_age",
+		Description: "Spelling of audit_log_max_age in vexxhost's documentation.", Effect: "Same as audit_log_max_age."},
+	{Name: "audit_log_maxbackup", Group: GroupSecurity, Type: LabelInt, Anchors: aVex, Flavors: onlyCAPO, AliasOf: "audit_log_max_backup",
+		Description: "Spelling of audit_log_max_backup in vexxhost's documentation.", Effect: "Same as audit_log_max_backup."},
+	{Name: "audit_log_maxsize", Group: GroupSecurity, Type: LabelInt, Min: intp(1), Anchors: aVex, Flavors: onlyCAPO, AliasOf: "audit_log_max_size",
+		Description: "Spelling of audit_log_max_size in vexxhost's documentation.", Effect: "Same as audit_log_max_size."},
+	{Name: "keystone_auth_enabled", Group: GroupSecurity, Type: LabelBool, Anchors: aAll, Honored: []string{"false"},
+		Description: "Keystone authentication/authorization webhook (k8s-keystone-auth add-on, not installed by the bridge). Default true in Heat and magnum-cluster-api, false in magnum-capi-helm."},
+	{Name: "k8s_keystone_auth_tag", Group: GroupSecurity, Type: LabelImageTag, Anchors: aHeat, Description: "k8s-keystone-auth image tag."},
+
+	// --- Auto-healing and autoscaling ----------------------------------------------------------------
+	{Name: "auto_healing_enabled", Group: GroupHealing, Type: LabelBool, Default: "true", Anchors: aAll, Flavors: allFlavors,
+		Description: "Replace machines whose node stays unhealthy.",
+		Effect:      "MachineHealthChecks (node not Ready for 5 min, or not joined in 10 min). In-memory: in the ClusterClass; OpenStack: the class defines them for the control plane and the workers and the Cluster's topology disables them (`healthCheck.enabled: false`) when false."},
+	{Name: "auto_scaling_enabled", Group: GroupHealing, Type: LabelBool, Default: "false", Anchors: aAll, Flavors: allFlavors,
+		Description: "Let the cluster autoscaler size worker node groups between min_node_count and max_node_count.",
+		Effect:      "MachineDeployment topology without replicas and with the cluster-autoscaler min/max size annotations (for node groups with a max_node_count)."},
+	{Name: "min_node_count", Group: GroupHealing, Type: LabelInt, Default: "0", Anchors: aAll, Flavors: allFlavors,
+		Description: "Lower bound of the default worker group when autoscaling.", Effect: "Autoscaler min-size annotation of the default worker group (via its node group)."},
+	{Name: "max_node_count", Group: GroupHealing, Type: LabelInt, Anchors: aAll, Flavors: allFlavors,
+		Description: "Upper bound of the default worker group when autoscaling (default: node_count).", Effect: "Autoscaler max-size annotation of the default worker group (via its node group); must not be below min_node_count."},
+	{Name: "auto_healing_controller", Group: GroupHealing, Type: LabelEnum, Enum: []string{"draino", "magnum-auto-healer"}, Anchors: aHeat,
+		Description: "Heat's in-cluster healer; with CAPI, healing is done by MachineHealthChecks (auto_healing_enabled)."},
+	{Name: "magnum_auto_healer_tag", Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "magnum-auto-healer image tag."},
+	{Name: "draino_tag", Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "draino image tag."},
+	{Name: "autoscaler_tag", Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "cluster-autoscaler image tag (the bridge does not run the autoscaler)."},
+	{Name: "npd_enabled", Group: GroupHealing, Type: LabelBool, Default: "true", Anchors: aHeat, Honored: []string{"false"}, Description: "Install node-problem-detector."},
+	{Name: "node_problem_detector_tag", Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "node-problem-detector image tag."},
+
+	// --- Add-ons -------------------------------------------------------------------------------------
+	{Name: "ingress_controller", Group: GroupAddons, Type: LabelEnum, Enum: []string{"", "octavia", "nginx", "traefik"}, Anchors: aHeat, Honored: []string{""},
+		Description: "Ingress controller to install."},
+	{Name: "ingress_controller_role", Group: GroupAddons, Type: LabelString, Default: "ingress", Anchors: aHeat, Description: "Node role label of ingress nodes."},
+	{Name: "octavia_ingress_controller_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "octavia-ingress-controller image tag."},
+	{Name: "nginx_ingress_controller_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "ingress-nginx image tag."},
+	{Name: "nginx_ingress_controller_chart_tag", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "ingress-nginx chart version."},
+	{Name: "traefik_ingress_controller_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "Traefik image tag."},
+	{Name: "kube_dashboard_enabled", Group: GroupAddons, Type: LabelBool, Default: "true", Anchors: aHeatHlm, Honored: []string{"false"}, Description: "Install the Kubernetes dashboard."},
+	{Name: "metrics_scraper_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "dashboard metrics-scraper image tag."},
+	{Name: "metrics_server_enabled", Group: GroupAddons, Type: LabelBool, Default: "true", Anchors: aHeat, Honored: []string{"false"}, Description: "Install metrics-server."},
+	{Name: "metrics_server_chart_tag", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "metrics-server chart version."},
+	{Name: "monitoring_enabled", Group: GroupAddons, Type: LabelBool, Default: "false", Anchors: aHeatHlm, Honored: []string{"false"}, Description: "Install Prometheus/Grafana monitoring."},
+	{Name: "monitoring_retention_days", Group: GroupAddons, Type: LabelInt, Anchors: aHeat, Description: "Prometheus retention in days."},
+	{Name: "monitoring_retention_size", Group: GroupAddons, Type: LabelInt, Anchors: aHeat, Description: "Prometheus retention size in GiB."},
+	{Name: "monitoring_interval_seconds", Group: GroupAddons, Type: LabelInt, Anchors: aHeat, Description: "Prometheus scrape interval."},
+	{Name: "monitoring_storage_class_name", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "StorageClass of the monitoring volumes."},
+	{Name: "monitoring_ingress_enabled", Group: GroupAddons, Type: LabelBool, Default: "false", Anchors: aHeat, Honored: []string{"false"}, Description: "Expose monitoring through the ingress."},
+	{Name: "cluster_basic_auth_secret", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Secret: true, Description: "Basic-auth secret of the monitoring ingress."},
+	{Name: "cluster_root_domain_name", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "Domain of the monitoring ingress."},
+	{Name: "prometheus_monitoring", Group: GroupAddons, Type: LabelBool, Default: "false", Anchors: aHeat, Honored: []string{"false"}, Description: "Old Prometheus monitoring switch."},
+	{Name: "prometheus_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "Prometheus image tag."},
+	{Name: "prometheus_operator_chart_tag", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "prometheus-operator chart version."},
+	{Name: "prometheus_adapter_enabled", Group: GroupAddons, Type: LabelBool, Default: "true", Anchors: aHeat, Honored: []string{"false"}, Description: "Install prometheus-adapter."},
+	{Name: "prometheus_adapter_chart_tag", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "prometheus-adapter chart version."},
+	{Name: "prometheus_adapter_configmap", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "prometheus-adapter configuration."},
+	{Name: "grafana_admin_passwd", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Secret: true, Description: "Grafana admin password."},
+	{Name: "grafana_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "Grafana image tag."},
+	{Name: "influx_grafana_dashboard_enabled", Group: GroupAddons, Type: LabelBool, Default: "false", Anchors: aHeat, Honored: []string{"false"}, Description: "Install the InfluxDB/Grafana dashboard."},
+	{Name: "heapster_enabled", Group: GroupAddons, Type: LabelBool, Default: "false", Anchors: aHeat, Honored: []string{"false"}, Description: "Install heapster (removed from Kubernetes)."},
+	{Name: "cert_manager_api", Group: GroupAddons, Type: LabelBool, Default: "false", Anchors: aHeat, Honored: []string{"false"}, Description: "Enable the cert-manager API."},
+	{Name: "helm_client_url", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "Helm client download URL (Heat only)."},
+	{Name: "helm_client_sha256", Group: GroupAddons, Type: LabelString, Anchors: aHeat, Description: "Helm client checksum (Heat only)."},
+	{Name: "helm_client_tag", Group: GroupAddons, Type: LabelImageTag, Anchors: aHeat, Description: "Helm client version (Heat only)."},
+	{Name: "cloud_provider_enabled", Group: GroupAddons, Type: LabelBool, Default: "true", Anchors: aHeat,
+		Description: "Run the OpenStack cloud provider. Nodes always run kubelet with an external cloud provider, but the bridge does not install the cloud-controller-manager."},
+
+	// --- Heat driver internals -----------------------------------------------------------------------
+	{Name: "system_pods_initial_delay", Group: GroupLegacy, Type: LabelInt, Anchors: aHeat, Description: "Heat's wait before checking system pods."},
+	{Name: "system_pods_timeout", Group: GroupLegacy, Type: LabelInt, Anchors: aHeat, Description: "Heat's timeout for system pods."},
+
+	// --- Bridge-only ---------------------------------------------------------------------------------
+	{Name: "inmemory_machine_startup", Group: GroupBridge, Type: LabelDuration, Default: "10s", Anchors: []Anchor{AnchorBridge}, Flavors: []Flavor{FlavorInMemory},
+		Description: "In-memory (test) flavor only: how long a fake machine takes to boot.",
+		Effect:      "DevMachineTemplate `vm.provisioning.startupDuration`. A duration longer than create_timeout makes the create fail on purpose."},
+}

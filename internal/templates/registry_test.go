@@ -1,0 +1,108 @@
+package templates
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
+)
+
+// The registry is the contract: every entry must be documented, typed consistently, and a default
+// the bridge applies must itself be a valid value.
+func TestRegistryIsConsistent(t *testing.T) {
+	groups := map[string]bool{}
+	for _, g := range LabelGroups {
+		groups[g] = true
+	}
+	for _, s := range Registry {
+		t.Run(s.Name, func(t *testing.T) {
+			require.True(t, groups[s.Group], "group %q is not in LabelGroups", s.Group)
+			require.NotEmpty(t, s.Anchors, "which anchors accept it")
+			require.NotEmpty(t, s.Description)
+			require.NotEmpty(t, s.Type)
+			if len(s.Flavors) > 0 {
+				require.NotEmpty(t, s.Effect, "an implemented label documents what it renders")
+				require.Empty(t, s.Honored, "Honored is for labels that are not implemented")
+				if s.Default != "" {
+					require.NoError(t, validateValue(s, s.Default), "the default must be valid")
+				}
+			} else {
+				require.Empty(t, s.Effect, "a label without flavors has no effect to document")
+				require.False(t, s.NodeGroup, "only implemented labels are read from node groups")
+			}
+			if len(s.Enum) > 0 {
+				require.Contains(t, []LabelType{LabelEnum, LabelString}, s.Type)
+			}
+			if s.Type == LabelEnum {
+				require.NotEmpty(t, s.Enum)
+			}
+			for _, h := range s.Honored {
+				if h != "" {
+					require.NoError(t, validateValue(s, h), "honoured value %q must be valid", h)
+				}
+			}
+			if s.AliasOf != "" {
+				target, ok := LookupLabel(s.AliasOf)
+				require.True(t, ok, "alias target %s", s.AliasOf)
+				require.Equal(t, target.Flavors, s.Flavors, "an alias is implemented where its target is")
+				require.Equal(t, target.Type, s.Type)
+			}
+		})
+	}
+}
+
+// docs/labels.md is generated from the registry; this fails when someone edits one without the other.
+func TestLabelsDocIsGenerated(t *testing.T) {
+	path := filepath.Join(testutil.RepoRoot(), "docs", "labels.md")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(LabelsMarkdown()), 0o644))
+	}
+	committed, err := os.ReadFile(path)
+	require.NoError(t, err, "run: go generate ./internal/templates")
+	require.Equal(t, LabelsMarkdown(), string(committed), "docs/labels.md is stale: run go generate ./internal/templates")
+}
+
+func TestEmptyLabelValuesCountAsUnset(t *testing.T) {
+	unimpl, err := ValidateLabels(FlavorOpenStack, map[string]string{"boot_volume_size": "", "cern_enabled": " ", "kube_tag": ""})
+	require.NoError(t, err)
+	require.Empty(t, unimpl)
+}
+
+func TestHonoredValuesAreNotReported(t *testing.T) {
+	unimpl, err := ValidateLabels(FlavorOpenStack, map[string]string{
+		"monitoring_enabled": "False", "keystone_auth_enabled": "false", "ingress_controller": "",
+		"cgroup_driver": "systemd", "octavia_lb_healthcheck": "true",
+	})
+	require.NoError(t, err)
+	require.Empty(t, unimpl)
+	unimpl, err = ValidateLabels(FlavorOpenStack, map[string]string{
+		"monitoring_enabled": "true", "keystone_auth_enabled": "true", "ingress_controller": "nginx",
+		"cgroup_driver": "cgroupfs", "octavia_lb_healthcheck": "false", "grafana_admin_passwd": "s3cret",
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"cgroup_driver", "grafana_admin_passwd", "ingress_controller", "keystone_auth_enabled",
+		"monitoring_enabled", "octavia_lb_healthcheck"}, unimpl)
+}
+
+// Labels implemented only for OpenStack are reported, not validated, for the in-memory flavor.
+func TestFlavorSpecificLabels(t *testing.T) {
+	unimpl, err := ValidateLabels(FlavorInMemory, map[string]string{"boot_volume_size": "not-a-number", "kube_tag": "v1.36.3"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"boot_volume_size"}, unimpl)
+	_, err = ValidateLabels(FlavorOpenStack, map[string]string{"boot_volume_size": "not-a-number"})
+	require.ErrorContains(t, err, "boot_volume_size")
+	unimpl, err = ValidateLabels(FlavorOpenStack, map[string]string{"inmemory_machine_startup": "1s"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"inmemory_machine_startup"}, unimpl)
+}
+
+func TestSecretLabelValuesAreRedacted(t *testing.T) {
+	spec := LabelSpec{Name: "x", Type: LabelInt, Secret: true}
+	err := validateValue(spec, "hunter2")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "hunter2")
+	require.Contains(t, err.Error(), redactedValue)
+}
