@@ -156,7 +156,7 @@ func (c *Client) ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: metav1.ObjectMeta{
 				Name: s.Name, Namespace: namespace,
-				Labels: mergeLabels(s.Labels, map[string]string{templates.LabelClusterUUID: clusterUUID,
+				Labels: templates.MergeLabels(s.Labels, map[string]string{templates.LabelClusterUUID: clusterUUID,
 					templates.LabelManagedBy: templates.ManagedByValue}),
 			},
 			Type: corev1.SecretType(s.Type),
@@ -173,17 +173,6 @@ func (c *Client) ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID
 		}
 	}
 	return nil
-}
-
-func mergeLabels(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }
 
 // DeleteCluster asks CAPI to delete a cluster; it returns true when the Cluster is already gone.

@@ -165,6 +165,27 @@ func reflectsDesired(cur Current, obs Observation) bool {
 	if c.Status.ObservedGeneration < c.Generation || !isTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
 		return false
 	}
+	// Every machine runs the cluster's version, and there are no more machines than wanted: an
+	// upgrade or resize rolling machines over is not done while an old or surplus machine remains.
+	want := 0
+	for _, g := range cur.NodeGroups {
+		if !strings.HasPrefix(g.Status, "DELETE_") && !g.Autoscaled {
+			want += g.NodeCount
+		}
+	}
+	machines := 0
+	for _, m := range obs.Machines {
+		if m.DeletionTimestamp != nil {
+			return false
+		}
+		if v := c.Spec.Topology.Version; v != "" && m.Spec.Version != v {
+			return false
+		}
+		machines++
+	}
+	if !anyAutoscaled(cur) && len(obs.Machines) > 0 && machines > want {
+		return false
+	}
 	mds := map[string]clusterv1.MachineDeployment{}
 	for _, md := range obs.MachineDeployments {
 		if id := md.Labels[templates.LabelNodeGroupUUID]; id != "" {
@@ -190,6 +211,15 @@ func reflectsDesired(cur Current, obs Observation) bool {
 		}
 	}
 	return true
+}
+
+func anyAutoscaled(cur Current) bool {
+	for _, g := range cur.NodeGroups {
+		if g.Autoscaled {
+			return true
+		}
+	}
+	return false
 }
 
 // rollingOut is true while CAPI is still converging (scaling or upgrading).

@@ -175,3 +175,27 @@ func TestDeletedNodeGroupIsGoneWhenItsMachinesAre(t *testing.T) {
 	require.True(t, d.NodeGroups[2].Gone)
 	require.Equal(t, UpdateComplete, d.Status)
 }
+
+func TestUpgradeIsDoneOnlyWhenEveryMachineRunsTheNewVersion(t *testing.T) {
+	cur := current(UpdateInProgress)
+	cur.NodeGroups[0].Status, cur.NodeGroups[1].Status = UpdateInProgress, UpdateInProgress
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](2)
+	machine := func(name, version string, labels map[string]string) clusterv1.Machine {
+		m := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		m.Spec.Version = version
+		return m
+	}
+	cp := map[string]string{clusterv1.MachineControlPlaneLabel: ""}
+	w := map[string]string{templates.LabelNodeGroupUUID: ngWorker}
+	// The topology says v1.36.3, but a surge machine runs next to machines still on v1.35.4.
+	obs := Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}, Machines: []clusterv1.Machine{
+		machine("cp-old", "v1.35.4", cp), machine("cp-new", "v1.36.3", cp), machine("w1", "v1.35.4", w), machine("w2", "v1.35.4", w)}}
+	require.Equal(t, UpdateInProgress, Decide(cur, obs, time.Now()).Status)
+
+	obs.Machines = []clusterv1.Machine{machine("cp-new", "v1.36.3", cp), machine("w3", "v1.36.3", w), machine("w4", "v1.36.3", w)}
+	d := Decide(cur, obs, time.Now())
+	require.Equal(t, UpdateComplete, d.Status)
+	require.Equal(t, UpdateComplete, d.NodeGroups[0].Status)
+	require.Equal(t, UpdateComplete, d.NodeGroups[1].Status)
+}

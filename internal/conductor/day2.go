@@ -164,16 +164,9 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
-	arg := &magnum.NodeGroup{}
-	if err := c.decodeView(req, "nodegroup", arg); err != nil {
-		return nil, err
-	}
-	ng, err := c.store.GetNodeGroup(ctx, id, arg.UUID.Or(""))
+	_, ng, err := c.nodeGroupArg(ctx, req, id)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, magnum.NodeGroupNotFound(arg.UUID.Or(""))
-		}
-		return nil, rpc.Retry(err)
+		return nil, err
 	}
 	var remove []string
 	if raw, ok := req.Args["nodes_to_remove"]; ok && string(raw) != "null" {
@@ -211,6 +204,23 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 		return nil, err
 	}
 	return nil, c.applyTopology(ctx, id)
+}
+
+// nodeGroupArg decodes the "nodegroup" argument and reads the stored row it names: Magnum's
+// NodeGroupNotFound when there is none, a retry when the database cannot answer.
+func (c *Conductor) nodeGroupArg(ctx context.Context, req *rpc.Request, clusterUUID string) (arg, stored *magnum.NodeGroup, err error) {
+	arg = &magnum.NodeGroup{}
+	if err := c.decodeView(req, "nodegroup", arg); err != nil {
+		return nil, nil, err
+	}
+	stored, err = c.store.GetNodeGroup(ctx, clusterUUID, arg.UUID.Or(""))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil, magnum.NodeGroupNotFound(arg.UUID.Or(""))
+	case err != nil:
+		return nil, nil, rpc.Retry(err)
+	}
+	return arg, stored, nil
 }
 
 // NodeGroupCreate implements nodegroup_create(cluster, nodegroup): the row is inserted at once
@@ -257,11 +267,7 @@ func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any,
 	if err != nil {
 		return nil, err
 	}
-	ng := &magnum.NodeGroup{}
-	if err := c.decodeView(req, "nodegroup", ng); err != nil {
-		return nil, err
-	}
-	stored, err := c.store.GetNodeGroup(ctx, cl.UUID.Or(""), ng.UUID.Or(""))
+	ng, stored, err := c.nodeGroupArg(ctx, req, cl.UUID.Or(""))
 	if err != nil {
 		return nil, err
 	}
@@ -285,17 +291,13 @@ func (c *Conductor) NodeGroupDelete(ctx context.Context, req *rpc.Request) (any,
 	if err != nil {
 		return nil, err
 	}
-	arg := &magnum.NodeGroup{}
-	if err := c.decodeView(req, "nodegroup", arg); err != nil {
-		return nil, err
-	}
 	id := cl.UUID.Or("")
-	ng, err := c.store.GetNodeGroup(ctx, id, arg.UUID.Or(""))
-	if errors.Is(err, ErrNotFound) {
+	_, ng, err := c.nodeGroupArg(ctx, req, id)
+	if errors.Is(err, magnum.ErrNodeGroupNotFound) {
 		return nil, nil // already gone: a redelivery
 	}
 	if err != nil {
-		return nil, rpc.Retry(err)
+		return nil, err
 	}
 	if ng.IsDefault.Or(false) {
 		return nil, magnum.NotSupported("Deleting a default node group")

@@ -80,7 +80,7 @@ func Render(in Input) (*Rendered, error) {
 	for _, o := range class {
 		o.SetNamespace(in.Namespace)
 		// Only labels that follow from the content: templates with equal renderings share the class.
-		o.SetLabels(mergeMaps(o.GetLabels(), map[string]string{LabelManagedBy: ManagedByValue}))
+		o.SetLabels(MergeLabels(o.GetLabels(), map[string]string{LabelManagedBy: ManagedByValue}))
 	}
 	c, topo, err := clusterObject(in, className, version, network)
 	if err != nil {
@@ -308,7 +308,8 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 	return c, topology{controlPlane: *controlPlane, workers: workers}, nil
 }
 
-func mergeMaps(a, b map[string]string) map[string]string {
+// MergeLabels returns a copy of a with the entries of b added or replaced.
+func MergeLabels(a, b map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range a {
 		out[k] = v
