@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -229,6 +230,9 @@ func BenchmarkAvailableToCreateComplete(b *testing.B) {
 			require.NoError(b, ctx.Err(), "clusters never completed")
 			for id := range pending {
 				row, err := e.store.GetCluster(ctx, id)
+				if errors.Is(err, magnum.ErrClusterNotFound) {
+					continue // the cast is not handled yet
+				}
 				require.NoError(b, err)
 				if row.Status == magnum.ClusterStatus("CREATE_COMPLETE") {
 					seen := time.Now()
