@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,7 @@ func managementCluster(t *testing.T) string {
 
 // recordingSink keeps the decisions the watch leads to, as the conductor would write them.
 type recordingSink struct {
+	uuid     string // the test's cluster: other tests' clusters share the management cluster
 	mu       sync.Mutex
 	cur      Current
 	last     Decision
@@ -48,7 +50,10 @@ type recordingSink struct {
 	gone     chan string
 }
 
-func (s *recordingSink) ClusterObserved(_ context.Context, _ string, obs Observation) (time.Duration, error) {
+func (s *recordingSink) ClusterObserved(_ context.Context, uuid string, obs Observation) (time.Duration, error) {
+	if uuid != s.uuid {
+		return 0, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := Decide(s.cur, obs, time.Now())
@@ -62,6 +67,9 @@ func (s *recordingSink) ClusterObserved(_ context.Context, _ string, obs Observa
 }
 
 func (s *recordingSink) ClusterGone(_ context.Context, ns, name string) error {
+	if !strings.HasPrefix(ns, "mcb-capitest") {
+		return nil
+	}
 	s.gone <- ns + "/" + name
 	return nil
 }
@@ -99,7 +107,7 @@ func TestApplyWatchDelete(t *testing.T) {
 	}
 	r, err := templates.Render(in)
 	require.NoError(t, err)
-	sink := &recordingSink{cur: Current{Status: CreateInProgress, CreatedAt: time.Now(), CreateTimeout: time.Hour,
+	sink := &recordingSink{uuid: in.Cluster.UUID, cur: Current{Status: CreateInProgress, CreatedAt: time.Now(), CreateTimeout: time.Hour,
 		NodeGroups: []NodeGroupState{{UUID: in.NodeGroups[0].UUID, Role: "master", Status: CreateInProgress},
 			{UUID: in.NodeGroups[1].UUID, Role: "worker", Status: CreateInProgress}}}, gone: make(chan string, 1)}
 	require.NoError(t, mgr.Watch(sink))

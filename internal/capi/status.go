@@ -40,7 +40,9 @@ type Observation struct {
 
 // Current is the Magnum side as stored.
 type Current struct {
-	Status        string
+	Status string
+	// Version is the Kubernetes version Magnum asked for (template and labels); empty: not checked.
+	Version       string
 	CreatedAt     time.Time
 	CreateTimeout time.Duration // zero: none
 	NodeGroups    []NodeGroupState
@@ -163,6 +165,10 @@ func setGroupStatus(d *Decision, status string, reason ...string) {
 func reflectsDesired(cur Current, obs Observation) bool {
 	c := obs.Cluster
 	if c.Status.ObservedGeneration < c.Generation || !isTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+		return false
+	}
+	// The watch's cache may still hold the Cluster as it was before the bridge's last apply.
+	if cur.Version != "" && c.Spec.Topology.Version != cur.Version {
 		return false
 	}
 	// Every machine runs the cluster's version, and there are no more machines than wanted: an

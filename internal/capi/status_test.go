@@ -199,3 +199,14 @@ func TestUpgradeIsDoneOnlyWhenEveryMachineRunsTheNewVersion(t *testing.T) {
 	require.Equal(t, UpdateComplete, d.NodeGroups[0].Status)
 	require.Equal(t, UpdateComplete, d.NodeGroups[1].Status)
 }
+
+func TestStaleCacheDoesNotCompleteAnUpgrade(t *testing.T) {
+	cur := current(UpdateInProgress)
+	cur.Version = "v1.37.0" // Magnum asked for it; the watched Cluster still says v1.36.3
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](2)
+	obs := Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}}
+	require.Equal(t, UpdateInProgress, Decide(cur, obs, time.Now()).Status)
+	c.Spec.Topology.Version = "v1.37.0"
+	require.Equal(t, UpdateComplete, Decide(cur, obs, time.Now()).Status)
+}

@@ -40,6 +40,10 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	cur := capi.Current{Status: status, CreatedAt: cl.CreatedAt.Or(time.Time{}),
 		CreateTimeout: time.Duration(cl.CreateTimeout.Or(0)) * time.Minute}
+	if tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or("")); err == nil {
+		// What Magnum asked for: an operation is not complete while CAPI shows another version.
+		cur.Version, _ = templates.KubernetesVersion(dictMap(cl.Labels), tmpl.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
+	}
 	autoscaling := labelTrue(dictMap(cl.Labels), "auto_scaling_enabled")
 	for _, g := range groups {
 		cur.NodeGroups = append(cur.NodeGroups, capi.NodeGroupState{
