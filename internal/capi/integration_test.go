@@ -108,8 +108,8 @@ func TestApplyWatchDelete(t *testing.T) {
 	r, err := templates.Render(in)
 	require.NoError(t, err)
 	sink := &recordingSink{uuid: in.Cluster.UUID, cur: Current{Status: CreateInProgress, CreatedAt: time.Now(), CreateTimeout: time.Hour,
-		NodeGroups: []NodeGroupState{{UUID: in.NodeGroups[0].UUID, Role: "master", Status: CreateInProgress},
-			{UUID: in.NodeGroups[1].UUID, Role: "worker", Status: CreateInProgress}}}, gone: make(chan string, 1)}
+		NodeGroups: []NodeGroupState{{UUID: in.NodeGroups[0].UUID, Role: "master", Status: CreateInProgress, NodeCount: 1},
+			{UUID: in.NodeGroups[1].UUID, Role: "worker", Status: CreateInProgress, NodeCount: 1}}}, gone: make(chan string, 1)}
 	require.NoError(t, mgr.Watch(sink))
 	go func() { _ = mgr.Start(ctx) }()
 
