@@ -63,6 +63,14 @@ func (c *Conductor) setUpdateInProgress(ctx context.Context, cl *magnum.Cluster,
 	return err
 }
 
+// startUpdate moves the cluster to UPDATE_IN_PROGRESS and applies its re-rendered topology.
+func (c *Conductor) startUpdate(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
+	if err := c.setUpdateInProgress(ctx, cl, extra); err != nil {
+		return err
+	}
+	return c.applyTopology(ctx, cl.UUID.Or(""))
+}
+
 // applyTopology re-renders the cluster from the stored rows and applies it. A refusal by the
 // apiserver marks the cluster (and the groups being changed) UPDATE_FAILED with the reason.
 func (c *Conductor) applyTopology(ctx context.Context, id string) error {
@@ -146,10 +154,7 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 	if err := c.store.UpdateNodeGroup(ctx, worker.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n}); err != nil {
 		return nil, rpc.Retry(err)
 	}
-	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
-		return nil, err
-	}
-	return nil, c.applyTopology(ctx, id)
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
 }
 
 // ClusterResize implements cluster_resize(cluster, node_count, nodes_to_remove, nodegroup): the named
@@ -200,10 +205,7 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
 	}
-	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
-		return nil, err
-	}
-	return nil, c.applyTopology(ctx, id)
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
 }
 
 // nodeGroupArg decodes the "nodegroup" argument and reads the stored row it names: Magnum's
@@ -254,10 +256,7 @@ func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any,
 		}
 		return nil, rpc.Retry(err)
 	}
-	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
-		return nil, err
-	}
-	return nil, c.applyTopology(ctx, cl.UUID.Or(""))
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
 }
 
 // NodeGroupUpdate implements nodegroup_update(cluster, nodegroup): the API's changes are saved as
@@ -278,10 +277,7 @@ func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any,
 	if err := c.store.SaveNodeGroupChanges(ctx, ng, stored.Status.Or("")); err != nil {
 		return nil, rpc.Retry(err)
 	}
-	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
-		return nil, err
-	}
-	return nil, c.applyTopology(ctx, cl.UUID.Or(""))
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
 }
 
 // NodeGroupDelete implements nodegroup_delete(cluster, nodegroup): DELETE_IN_PROGRESS at once; the
@@ -307,10 +303,7 @@ func (c *Conductor) NodeGroupDelete(ctx context.Context, req *rpc.Request) (any,
 	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
 	}
-	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{}); err != nil {
-		return nil, err
-	}
-	return nil, c.applyTopology(ctx, id)
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
 }
 
 // RotateCACertificate implements rotate_ca_certificate: refused before anything is persisted. Magnum
@@ -413,13 +406,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		}
 	}
 	tid := target.UUID.Or("")
-	if err := c.setUpdateInProgress(ctx, cl, ClusterUpdate{TemplateID: &tid, Labels: labels}); err != nil {
-		return nil, err
-	}
-	if err := c.applyTopology(ctx, id); err != nil {
-		return nil, err
-	}
-	return nil, nil
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{TemplateID: &tid, Labels: labels})
 }
 
 func templateLabels(t *magnum.ClusterTemplate) map[string]string {
