@@ -1,9 +1,12 @@
 // Command fake-openstack serves the Glance, Nova and Neutron GETs that magnum-api makes while it
 // validates cluster templates and clusters, from seed data, on three loopback listeners. It is part of
-// the local development stack (deploy/local/openstack/up.sh), not of the bridge.
+// the local development stack (deploy/local/openstack/up.sh), not of the bridge. It also keeps Nova
+// server groups in memory, per project; with --keystone-url the project is the one of the request's
+// token, validated with that Keystone.
 //
 //	fake-openstack [--image-listen 127.0.0.1:9292] [--compute-listen 127.0.0.1:8774]
 //	               [--network-listen 127.0.0.1:9696] [--seed extra.json] [--request-log file.jsonl]
+//	               [--keystone-url http://127.0.0.1:5000/v3]
 //	fake-openstack --print-seed [--seed extra.json]
 package main
 
@@ -17,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -43,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	seedPath := fs.String("seed", "", "JSON seed file that extends or overrides the built-in seed (same shape as --print-seed)")
 	requestLog := fs.String("request-log", "", "append every request as a JSON line to this file (\"-\" for stdout)")
 	printSeed := fs.Bool("print-seed", false, "print the effective seed as JSON and exit")
+	keystoneURL := fs.String("keystone-url", "", "Keystone v3 URL that validates the tokens of the server-group routes, whose state is kept per project; empty: every token shares one project")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,6 +86,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// The Cloud serialises its log writes, so one file serves all three listeners.
 		opts = append(opts, fakeopenstack.WithRequestLog(f))
 	}
+	if *keystoneURL != "" {
+		u, err := url.Parse(*keystoneURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--keystone-url %q is not an absolute http(s) URL", *keystoneURL)
+		}
+		opts = append(opts, fakeopenstack.WithCallers(fakeopenstack.KeystoneCallers(*keystoneURL, nil)))
+	}
 	cloud, err := fakeopenstack.New(seed, opts...)
 	if err != nil {
 		return err
@@ -115,6 +127,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("seed", "images", len(seed.Images), "flavors", len(seed.Flavors),
 		"networks", len(seed.Networks), "subnets", len(seed.Subnets), "keypairs", len(seed.Keypairs))
+	if *keystoneURL != "" {
+		logger.Info("server groups are kept per project of the token", "keystone", *keystoneURL)
+	} else {
+		logger.Info("server groups: no --keystone-url, every token shares one project")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -35,12 +35,13 @@ func TestBadInvocationsFailWithAClearError(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"flavours": []}`), 0o600))
 
 	cases := map[string][]string{
-		"unknown field":                 {"--seed", bad},
-		"no such file":                  {"--seed", filepath.Join(t.TempDir(), "missing.json")},
-		"unexpected arguments":          {"extra-argument"},
-		"every listener is disabled":    {"--image-listen", "", "--compute-listen", "", "--network-listen", ""},
-		"flag provided but not defined": {"--no-such-flag"},
-		"missing port in address":       {"--image-listen", "127.0.0.1"},
+		"unknown field":                  {"--seed", bad},
+		"no such file":                   {"--seed", filepath.Join(t.TempDir(), "missing.json")},
+		"unexpected arguments":           {"extra-argument"},
+		"every listener is disabled":     {"--image-listen", "", "--compute-listen", "", "--network-listen", ""},
+		"flag provided but not defined":  {"--no-such-flag"},
+		"is not an absolute http(s) URL": {"--keystone-url", "127.0.0.1:5000/v3"},
+		"missing port in address":        {"--image-listen", "127.0.0.1"},
 		"network API": {"--image-listen", "127.0.0.1:0", "--compute-listen", "127.0.0.1:0",
 			"--network-listen", "256.0.0.1:1"},
 	}

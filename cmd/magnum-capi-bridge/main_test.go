@@ -50,17 +50,30 @@ cert_manager_type = x509keypair
 infrastructure = inmemory
 `
 
+// serviceUser is Magnum's service user as magnum.conf configures it for keystonemiddleware.
+const serviceUser = `
+[keystone_authtoken]
+auth_url = http://127.0.0.1:5000/v3
+username = magnum
+password = secret
+project_name = service
+`
+
 // Bad configuration is refused at start-up with the key's name and a non-zero exit code.
 func TestBadConfigurationNamesTheKey(t *testing.T) {
 	cases := map[string]struct{ conf, want string }{
-		"missing file":          {"", "no such file"},
-		"no database":           {validRest, "[database] connection: is required"},
-		"malformed database":    {"[database]\nconnection = sqlite:///x.db\n" + validRest, "sqlite"},
-		"bad flavor":            {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "inmemory", "docker", 1), "[bridge] infrastructure"},
-		"bad cert manager":      {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "x509keypair", "barbican", 1), "[certificates] cert_manager_type"},
-		"bad rabbit option":     {"[database]\nconnection = mysql://u@127.0.0.1/m\n[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = lots\n" + validRest, "rabbit_qos_prefetch_count"},
-		"bad kubernetes":        {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "default_kubernetes_version = latest\n", "[bridge] default_kubernetes_version"},
-		"bad service_down_time": {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "[DEFAULT]", "[DEFAULT]\nservice_down_time = soon", 1), "service_down_time"},
+		"missing file":                     {"", "no such file"},
+		"no database":                      {validRest, "[database] connection: is required"},
+		"malformed database":               {"[database]\nconnection = sqlite:///x.db\n" + validRest, "sqlite"},
+		"bad flavor":                       {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "inmemory", "docker", 1), "[bridge] infrastructure"},
+		"bad cert manager":                 {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "x509keypair", "barbican", 1), "[certificates] cert_manager_type"},
+		"bad rabbit option":                {"[database]\nconnection = mysql://u@127.0.0.1/m\n[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = lots\n" + validRest, "rabbit_qos_prefetch_count"},
+		"bad kubernetes":                   {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "default_kubernetes_version = latest\n", "[bridge] default_kubernetes_version"},
+		"bad namespace_quota":              {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "namespace_quota = secrets=lots\n", "[bridge] namespace_quota: \"secrets=lots\""},
+		"credentials without service user": {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "cluster_credentials = true\n", "[keystone_auth] auth_url"},
+		"admin credential role":            {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "cluster_credentials = true\ncluster_credential_roles = member,admin\n" + serviceUser, "[bridge] cluster_credential_roles"},
+		"openstack without credentials":    {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "inmemory", "openstack", 1) + "cluster_credentials = false\n", "[bridge] cluster_credentials"},
+		"bad service_down_time":            {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "[DEFAULT]", "[DEFAULT]\nservice_down_time = soon", 1), "service_down_time"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

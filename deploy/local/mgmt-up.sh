@@ -225,10 +225,11 @@ EOF
 }
 write_kubeconfig
 
-# Only the garbage collector (ownerReference cascades: a deleted Cluster's Secrets) and the
-# namespace controller (namespace deletion) are needed; no pods ever run here.
+# Only the garbage collector (ownerReference cascades: a deleted Cluster's Secrets), the namespace
+# controller (namespace deletion) and the resource quota controller (it computes the usage of each
+# project's ResourceQuota; without it the apiserver enforces nothing) are needed; no pods ever run here.
 ensure_running kube-controller-manager - -- \
-  --kubeconfig="$ADMIN_KUBECONFIG" --controllers=garbage-collector-controller,namespace-controller \
+  --kubeconfig="$ADMIN_KUBECONFIG" --controllers=garbage-collector-controller,namespace-controller,resourcequota-controller \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
   --tls-cert-file="$PKI_DIR/serving.crt" --tls-private-key-file="$PKI_DIR/serving.key" \
   --authentication-skip-lookup=true
@@ -256,15 +257,21 @@ port_of() { local m; for m in "${CAPI_MANAGERS[@]}"; do [ "${m%%:*}" = "$1" ] &&
 step_done "CAPI $CAPI_VERSION CRDs and webhook configurations applied"
 
 # --- Cluster API managers -------------------------------------------------------------------------
+# MachineTaintPropagation: the in-memory flavor puts a node group's node_taints on its Machines
+# (topology taints) and the core manager copies them to the Nodes (kubelet flags do not exist there).
+# The gate is set on every manager so their webhooks agree. --additional-sync-machine-labels: the core
+# manager copies only a few label domains from Machines to Nodes by default; node_labels have any key.
 for m in "${CAPI_MANAGERS[@]}"; do
   IFS=: read -r name webhook health diag <<<"$m"
   envs=(-)
+  extra=()
   # CAPD puts POD_IP into the in-memory clusters' control-plane endpoints; clients use 127.0.0.1.
   [ "$name" = capd ] && envs=(POD_IP=127.0.0.1)
+  [ "$name" = capi ] && extra=("--additional-sync-machine-labels=.*")
   ensure_running "$name" "${envs[@]}" -- \
     --kubeconfig="$ADMIN_KUBECONFIG" --webhook-cert-dir="$PKI_DIR/webhook" --webhook-port="$webhook" \
     --health-addr="127.0.0.1:$health" --diagnostics-address="127.0.0.1:$diag" --insecure-diagnostics \
-    --feature-gates=ClusterTopology=true --v=1
+    --feature-gates=ClusterTopology=true,MachineTaintPropagation=true "${extra[@]}" --v=1
 done
 for m in "${CAPI_MANAGERS[@]}"; do
   IFS=: read -r name webhook health diag <<<"$m"

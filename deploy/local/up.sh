@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the whole local stack on 127.0.0.1: the machine's RabbitMQ/MariaDB/PostgreSQL, Keystone and
-# magnum-api 15.0.1 (Debian packages) with a small fake of Glance/Nova/Neutron, a Kubernetes management
-# cluster with Cluster API (built from the Go module proxy), and the bridge. Idempotent.
+# magnum-api 15.0.1 (Debian packages) with a small fake of Glance/Nova/Neutron, magnum-api 23.0.0 in a
+# Debian forky chroot next to it, a Kubernetes management cluster with Cluster API (built from the Go
+# module proxy), and one bridge per magnum-api. Idempotent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -11,7 +12,7 @@ t0=$SECONDS
 "$here/mgmt-up.sh"
 # CAPO is built (cached) so the production mapping's dry-run test can start it; it only runs when asked.
 "$here/build-k8s.sh" capo
-"$here/bridge-up.sh"
+"$here/bridge-up.sh" zed
 log "local stack up in $((SECONDS - t0))s"
 cat <<MSG
 
@@ -25,6 +26,15 @@ The stack is up. Try, as the demo tenant:
   openstack --os-cloud devstack coe cluster show demo -c status -c status_reason -c api_address
   mkdir -p ~/demo && openstack --os-cloud devstack coe cluster config demo --dir ~/demo
   KUBECONFIG=~/demo/config $(dirname "$(command -v kubectl 2>/dev/null || echo "$MCB_KUBECTL")")/kubectl get nodes
+
+The same through magnum-api 23.0.0 (region RegionTwo; its magnumclient 5 has node labels/taints and
+\`coe credential rotate\`):
+
+  chroot /srv/magnum-forky openstack --os-cloud devstack-newest coe cluster template create k8s-v1.36 \\
+      --coe kubernetes --image ubuntu-2404-kube-v1.36.3 --external-network public \\
+      --flavor m1.small --master-flavor m1.medium --keypair default
+  chroot /srv/magnum-forky openstack --os-cloud devstack-newest coe cluster create demo23 \\
+      --cluster-template k8s-v1.36 --master-count 1 --node-count 2
 
 Management cluster kubeconfig: $(make -s -C "$here/../.." kubeconfig 2>/dev/null || echo "$MCB_STATE/mgmt/admin.kubeconfig")
 Logs: $MCB_LOG   PID files: $MCB_RUN   Stop: make down

@@ -4,12 +4,18 @@ package app
 
 import (
 	"fmt"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -57,6 +63,24 @@ type BridgeOptions struct {
 	// ("zed" … ; empty: learn only).
 	MagnumRelease string
 	LogLevel      string
+	// NamespaceQuota is the ResourceQuota of every project namespace (namespace_quota).
+	NamespaceQuota corev1.ResourceList
+	// Credentials configures the per-cluster Keystone application credentials; nil when
+	// [bridge] cluster_credentials is off.
+	Credentials *CredentialOptions
+}
+
+// CredentialOptions are the [bridge] cluster_credential* and cloud_* settings plus Magnum's
+// service user, which deletes credentials whose owner's token is gone (docs/credentials.md).
+type CredentialOptions struct {
+	Service keystone.PasswordAuth
+	// Roles and WorkloadRoles are delegated to the CAPO and the in-cluster credential.
+	Roles, WorkloadRoles []string
+	// AuthURL is Keystone as CAPO and the workload cluster reach it; empty means the auth_url of
+	// the request that created the cluster.
+	AuthURL, RegionName, Interface string
+	// CACertFile is the CA bundle of the cloud's endpoints, copied into the cloud-config Secrets.
+	CACertFile string
 }
 
 const bridgeSection = "bridge"
@@ -122,11 +146,63 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		return nil, &config.Error{Section: bridgeSection, Key: "default_kubernetes_version", Reason: err.Error()}
 	}
 	b.MagnumRelease = f.String(bridgeSection, "magnum_release", "")
+	if b.NamespaceQuota, err = capi.ParseNamespaceQuota(f.String(bridgeSection, "namespace_quota", capi.DefaultNamespaceQuota)); err != nil {
+		return nil, &config.Error{Section: bridgeSection, Key: "namespace_quota", Reason: err.Error()}
+	}
 	if b.LogLevel, err = f.OneOf(bridgeSection, "log_level", "info", "debug", "info", "warn", "error"); err != nil {
+		return nil, err
+	}
+	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
 		return nil, err
 	}
 	if o.RPC.ServerID == "" || o.RPC.ServerID == host {
 		o.RPC.ServerID = o.Host
 	}
 	return o, nil
+}
+
+// credentialOptionsFrom reads the credential settings. Credentials are on by default where machines
+// call the cloud (openstack) and off for the in-memory flavor, whose machines call nothing.
+func credentialOptionsFrom(f *config.File, flavor templates.Flavor) (*CredentialOptions, error) {
+	on, err := f.Bool(bridgeSection, "cluster_credentials", flavor == templates.FlavorOpenStack)
+	if err != nil {
+		return nil, err
+	}
+	if !on {
+		if flavor == templates.FlavorOpenStack {
+			return nil, &config.Error{Section: bridgeSection, Key: "cluster_credentials",
+				Reason: "the openstack infrastructure needs a cloud credential per cluster; it cannot be off"}
+		}
+		return nil, nil
+	}
+	service, err := keystone.ServiceAuthFromConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	c := &CredentialOptions{
+		Service:    service,
+		Roles:      f.List(bridgeSection, "cluster_credential_roles", keystone.DefaultRoles),
+		AuthURL:    f.String(bridgeSection, "cloud_auth_url", ""),
+		RegionName: f.String(bridgeSection, "cloud_region_name", f.String("keystone_authtoken", "region_name", "")),
+		CACertFile: f.String(bridgeSection, "cloud_ca_file", ""),
+	}
+	c.WorkloadRoles = f.List(bridgeSection, "cluster_workload_credential_roles", c.Roles)
+	if slices.ContainsFunc(append(append([]string{}, c.Roles...), c.WorkloadRoles...), func(r string) bool { return strings.EqualFold(r, "admin") }) {
+		return nil, &config.Error{Section: bridgeSection, Key: "cluster_credential_roles",
+			Reason: "a cluster credential never gets the admin role: anyone who can read it would be a cloud admin"}
+	}
+	if c.Interface, err = f.OneOf(bridgeSection, "cloud_interface", "public", "public", "internal", "admin"); err != nil {
+		return nil, err
+	}
+	if c.AuthURL != "" {
+		if u, err := url.Parse(c.AuthURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, &config.Error{Section: bridgeSection, Key: "cloud_auth_url", Reason: "want an absolute http(s) URL of Keystone v3"}
+		}
+	}
+	if c.CACertFile != "" {
+		if _, err := os.ReadFile(c.CACertFile); err != nil {
+			return nil, &config.Error{Section: bridgeSection, Key: "cloud_ca_file", Reason: err.Error()}
+		}
+	}
+	return c, nil
 }

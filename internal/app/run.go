@@ -18,6 +18,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 func logger(level string) *slog.Logger {
@@ -63,6 +64,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	if err != nil {
 		return err
 	}
+	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
 	versions := magnum.NewVersions(nil)
 	if o.Bridge.MagnumRelease != "" {
 		preset, err := magnum.ReleaseVersions(o.Bridge.MagnumRelease)
@@ -71,10 +73,22 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 		versions = magnum.NewVersions(preset)
 	}
+	var creds conductor.CloudCredentials
+	var serverGroups conductor.ServerGroups
+	if o.Bridge.Credentials != nil {
+		kc, err := newKeystoneCredentials(o.Bridge.Credentials, log)
+		if err != nil {
+			return err
+		}
+		creds = kc
+		if o.Bridge.Flavor == templates.FlavorOpenStack {
+			serverGroups = novaServerGroups{}
+		}
+	}
 	cond := conductor.New(st, kube{Client: mgr.Client, kick: mgr.Kick}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
-		Versions: versions, Logger: log,
+		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
 	})
 	if err := mgr.Watch(cond); err != nil {
 		return err
@@ -95,6 +109,12 @@ func Run(ctx context.Context, o *Options, version string) error {
 	g.Go(func() error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil
+		}
+		// Before any message: the quota or binding of an existing project may have changed.
+		if n, err := mgr.Client.EnsureProjectNamespaces(ctx, o.Bridge.NamespacePrefix); err != nil {
+			log.Warn("ensure project namespaces after start-up", "updated", n, "error", err)
+		} else {
+			log.Info("project namespaces ensured", "count", n)
 		}
 		if err := cond.Resync(ctx); err != nil {
 			log.Warn("resync after start-up", "error", err)

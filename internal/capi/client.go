@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,6 +51,10 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 // Client writes to the management cluster.
 type Client struct {
 	client.Client
+	// NamespaceQuota is the ResourceQuota of every project namespace ([bridge] namespace_quota);
+	// nil means DefaultNamespaceQuota.
+	NamespaceQuota corev1.ResourceList
+	self           selfSubject
 }
 
 // Apply server-side-applies objects in order under the bridge's field manager.
@@ -121,31 +124,6 @@ func (c *Client) MarkMachinesForDeletion(ctx context.Context, namespace, cluster
 		}
 	}
 	return nil, nil
-}
-
-// EnsureProjectNamespace makes the project's namespace, labelled with the project id, and a
-// default-deny NetworkPolicy so nothing in one tenant's namespace can reach another's.
-func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID string) error {
-	ns := &unstructured.Unstructured{Object: map[string]any{}}
-	ns.SetAPIVersion("v1")
-	ns.SetKind("Namespace")
-	ns.SetName(name)
-	ns.SetLabels(map[string]string{templates.LabelProjectID: projectID, templates.LabelManagedBy: templates.ManagedByValue})
-	np := &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: name, Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-		},
-	}
-	npu, err := runtime.DefaultUnstructuredConverter.ToUnstructured(np)
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: npu}
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	return c.Apply(ctx, ns, u)
 }
 
 // ApplyClusterSecrets writes the certificate secrets CAPI's control plane uses instead of generating

@@ -71,7 +71,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if _, err := c.store.CreateCluster(ctx, cl, []*magnum.NodeGroup{master, worker}); err != nil {
 		return nil, rpc.Retry(fmt.Errorf("insert cluster %s: %w", id, err))
 	}
-	return nil, c.reconcileCreate(ctx, id, req.Attempt)
+	return nil, c.reconcileCreate(ctx, id, req.Attempt, req.Context)
 }
 
 // Status values the conductor writes.
@@ -140,8 +140,9 @@ func firstNonEmpty(s ...string) string {
 // reconcileCreate brings the management cluster in line with a cluster row in CREATE_IN_PROGRESS:
 // namespace, certificates, CAPI secrets, ClusterClass and Cluster. It is safe to run any number of
 // times (a redelivered message, a restart), and marks the cluster CREATE_FAILED with a reason a
-// tenant can act on when the request cannot succeed.
-func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int) error {
+// tenant can act on when the request cannot succeed. caller is the request's context (nil when a
+// create is resumed at start-up): its token creates the cluster's cloud credentials.
+func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int, caller *rpc.Context) error {
 	cl, err := c.store.GetCluster(ctx, id)
 	if err != nil {
 		return rpc.Retry(err)
@@ -150,7 +151,7 @@ func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int)
 		c.log.Info("cluster_create: nothing to do", "cluster", id, "status", st)
 		return nil
 	}
-	err = c.applyCluster(ctx, cl)
+	err = c.applyCluster(ctx, cl, caller)
 	if err == nil {
 		return nil
 	}
@@ -222,7 +223,7 @@ func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // applyCluster renders and applies everything a cluster needs in the management cluster.
-func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster) error {
+func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller *rpc.Context) error {
 	id := cl.UUID.Or("")
 	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
 	if err != nil {
@@ -235,7 +236,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster) error 
 	if err != nil {
 		return err
 	}
-	in := c.renderInput(cl, tmpl, groups)
+	in := c.renderInput(ctx, cl, tmpl, groups)
 	rendered, err := templates.Render(in)
 	if err != nil {
 		var le *templates.LabelError
@@ -256,6 +257,12 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster) error 
 		return &permanentError{err}
 	}
 	if err := c.kube.ApplyClusterSecrets(ctx, in.Namespace, id, secrets); err != nil {
+		return err
+	}
+	if err := c.ensureCloudCredentials(ctx, caller, cl, in.Namespace, rendered.Cluster.GetName()); err != nil {
+		return err
+	}
+	if err := c.ensureServerGroups(ctx, cl, rendered.ServerGroups); err != nil {
 		return err
 	}
 	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
@@ -295,8 +302,9 @@ func (c *Conductor) namespace(projectID string) string {
 	return templates.NamespaceFor(c.opts.NamespacePrefix, projectID)
 }
 
-// renderInput converts Magnum's rows into the mapping's input.
-func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, groups []*magnum.NodeGroup) templates.Input {
+// renderInput converts Magnum's rows into the mapping's input; ctx carries a cluster_upgrade's
+// arguments (withUpgrade).
+func (c *Conductor) renderInput(ctx context.Context, cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, groups []*magnum.NodeGroup) templates.Input {
 	in := templates.Input{
 		Flavor:    c.opts.Flavor,
 		Namespace: c.namespace(cl.ProjectID.Or("")),
@@ -314,6 +322,7 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 			MasterFlavorID: cl.MasterFlavorID.Or(""), FlavorID: cl.FlavorID.Or(""), Labels: dictMap(cl.Labels),
 		},
 		DefaultKubernetesVersion: c.opts.DefaultKubernetesVersion,
+		Upgrade:                  upgradeFrom(ctx),
 	}
 	for _, g := range groups {
 		if strings.HasPrefix(string(g.Status.Or("")), "DELETE_") {
@@ -383,15 +392,43 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 		return nil, rpc.Retry(err)
 	}
 	if gone {
-		return nil, c.finishDelete(ctx, cl)
+		return nil, c.finishDelete(ctx, cl, req.Context)
 	}
 	return nil, nil
 }
 
 // finishDelete removes what the bridge owns for a deleted cluster: certificates (all four, where
 // Magnum leaks two), the CAPI secrets it wrote, then the node group rows and the cluster row.
-func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster) error {
+//
+// The cloud credentials are revoked first (CAPO needed them until its machines were gone, and their
+// Secret names them). A credential Keystone will not let the bridge delete is reported as
+// DELETE_FAILED with the credential's name rather than left behind silently; deleting the cluster
+// again retries.
+func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller *rpc.Context) error {
 	id := cl.UUID.Or("")
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return rpc.Retry(err)
+	}
+	if err := c.deleteServerGroups(ctx, cl, groups); err != nil {
+		if !permanent(err) {
+			return rpc.Retry(err)
+		}
+		// Left in the project, visible to the tenant by name; not worth keeping the cluster for.
+		c.log.Warn("cluster delete: server groups left in Nova", "cluster", id, "error", err)
+	}
+	if err := c.revokeCloudCredentials(ctx, caller, cl); err != nil {
+		if !permanent(err) {
+			return rpc.Retry(err)
+		}
+		reason := failureReason(err)
+		failed := magnum.ClusterStatus(DeleteFailed)
+		c.log.Warn("cluster delete: credentials left in Keystone", "cluster", id, "error", err)
+		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason}); err != nil {
+			return rpc.Retry(err)
+		}
+		return nil
+	}
 	if err := c.certs.DeleteCluster(ctx, refsOf(cl)); err != nil && !errors.Is(err, certs.ErrKeyPairNotFound) && !errors.Is(err, certs.ErrMissingRef) {
 		return rpc.Retry(fmt.Errorf("delete certificates of %s: %w", id, err))
 	}

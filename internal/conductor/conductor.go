@@ -29,7 +29,12 @@ type Options struct {
 	Generate certs.GenerateOptions
 	// Versions are the object versions replies are encoded at (learned from what magnum-api sends).
 	Versions *magnum.Versions
-	Logger   *slog.Logger
+	// Credentials issues each cluster's Keystone application credentials; nil means clusters get
+	// none (only sensible on the in-memory flavor, whose machines call no cloud).
+	Credentials CloudCredentials
+	// ServerGroups creates the Nova server groups of OpenStack clusters; nil means none are made.
+	ServerGroups ServerGroups
+	Logger       *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

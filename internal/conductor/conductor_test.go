@@ -1,12 +1,14 @@
 package conductor
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 func TestUpgradeCheck(t *testing.T) {
@@ -74,4 +76,37 @@ func TestDefaultNodeGroupsFollowMagnum(t *testing.T) {
 	require.Equal(t, cl.UUID.Or(""), worker.ClusterID.Or(""))
 	require.True(t, master.IsDefault.Or(false) && worker.IsDefault.Or(false))
 	require.NotEqual(t, master.UUID.Or(""), worker.UUID.Or(""))
+}
+
+// The node-group conversion carries Magnum 23's node labels and taints, and a cluster_upgrade's
+// arguments reach the rendering through the request's context only.
+func TestRenderInputNodesAndUpgrade(t *testing.T) {
+	c := New(nil, nil, nil, Options{Flavor: templates.FlavorInMemory, NamespacePrefix: "magnum-", DefaultKubernetesVersion: "v1.36.3"})
+	cl := &magnum.Cluster{}
+	cl.UUID.Set("bd71db63-28f3-4ac5-8e6e-d51a6470e5ff")
+	cl.ProjectID.Set("p1")
+	tmpl := &magnum.ClusterTemplate{}
+	tmpl.ImageID.Set("ubuntu-2404-kube-v1.36.3")
+	ng := &magnum.NodeGroup{}
+	ng.UUID.Set("33333333-3333-3333-3333-333333333333")
+	ng.Name.Set("gpu")
+	ng.Role.Set("worker")
+	ng.NodeLabels.Set(magnum.NewDict("tier", "batch"))
+	ng.NodeTaints.Set([]magnum.Dict{magnum.NewDict("key", "nvidia.com/gpu", "value", "present", "effect", "NoSchedule"),
+		magnum.NewDict("key", "dedicated", "effect", "PreferNoSchedule")})
+	gone := &magnum.NodeGroup{}
+	gone.UUID.Set("44444444-4444-4444-4444-444444444444")
+	gone.Status.Set("DELETE_IN_PROGRESS")
+
+	in := c.renderInput(context.Background(), cl, tmpl, []*magnum.NodeGroup{ng, gone})
+	require.Nil(t, in.Upgrade)
+	require.Len(t, in.NodeGroups, 1, "a group being deleted leaves the topology")
+	require.Equal(t, map[string]string{"tier": "batch"}, in.NodeGroups[0].NodeLabels)
+	require.Equal(t, []templates.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"},
+		{Key: "dedicated", Effect: "PreferNoSchedule"}}, in.NodeGroups[0].NodeTaints)
+
+	u := &templates.Upgrade{MaxBatchSize: 3, NodeGroup: ng.UUID.Or("")}
+	in = c.renderInput(withUpgrade(context.Background(), u), cl, tmpl, []*magnum.NodeGroup{ng})
+	require.Equal(t, u, in.Upgrade)
+	require.True(t, in.UpgradeCovers(in.NodeGroups[0]))
 }

@@ -78,7 +78,7 @@ func (c *Conductor) applyTopology(ctx context.Context, id string) error {
 	if err != nil {
 		return rpc.Retry(err)
 	}
-	err = c.applyCluster(ctx, cl)
+	err = c.applyCluster(ctx, cl, nil)
 	if err == nil {
 		c.kube.Kick(c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
 		return nil
@@ -339,16 +339,36 @@ func upgradeCheck(from, to string) error {
 }
 
 // ClusterUpgrade implements cluster_upgrade(cluster, cluster_template, max_batch_size, nodegroup): a
-// call magnum-api waits on. Everything is validated before anything changes — the target template,
-// the version step, and a server-side dry run of the new topology — so a refusal leaves the cluster
-// as it was (*_COMPLETE). Then the template is switched, UPDATE_IN_PROGRESS set, the topology applied,
-// and the reply sent; CAPI rolls the control plane, then the workers.
+// call magnum-api waits on. Everything is validated before anything changes — the arguments, the
+// target template, the version step, and a server-side dry run of the new topology — so a refusal
+// leaves the cluster as it was (*_COMPLETE). Then the template is switched, the upgraded node groups
+// and the cluster set UPDATE_IN_PROGRESS, the topology applied, and the reply sent; CAPI rolls the
+// control plane, then the workers, max_batch_size new machines at a time per node group.
+//
+// magnum-api names its default worker group when the tenant names none; a default group (or the
+// control plane) upgrades the whole cluster, since CAPI's topology runs one Kubernetes version.
+// Another group may only be brought to the cluster's current template (magnum-api checks it, and so
+// does this): the upgrade is limited to that group (templates.Input.UpgradeCovers).
 func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, error) {
 	cl, err := c.loadForUpdate(ctx, req, "Upgrading a cluster", completeStatuses)
 	if err != nil {
 		return nil, err
 	}
 	id := cl.UUID.Or("")
+	upgrade := &templates.Upgrade{}
+	if upgrade.MaxBatchSize, err = intArg(req, "max_batch_size", 1); err != nil {
+		return nil, err
+	}
+	if upgrade.MaxBatchSize < 1 {
+		return nil, invalidParameter(fmt.Sprintf("max_batch_size must be at least 1, not %d", upgrade.MaxBatchSize))
+	}
+	var named *magnum.NodeGroup
+	if raw, ok := req.Args["nodegroup"]; ok && string(raw) != "null" {
+		if _, named, err = c.nodeGroupArg(ctx, req, id); err != nil {
+			return nil, err
+		}
+		upgrade.NodeGroup = named.UUID.Or("")
+	}
 	arg := &magnum.ClusterTemplate{}
 	if err := c.decodeView(req, "cluster_template", arg); err != nil {
 		return nil, err
@@ -367,6 +387,10 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 	if target.COE.Or("") != "" && current != nil && target.COE.Or("") != current.COE.Or("") {
 		return nil, magnum.InvalidClusterTemplateForUpgrade("the target template is not for " + string(current.COE.Or("")))
 	}
+	if named != nil && !named.IsDefault.Or(false) && named.Role.Or("") != "master" && target.UUID.Or("") != cl.ClusterTemplateID.Or("") {
+		return nil, magnum.InvalidClusterTemplateForUpgrade(fmt.Sprintf("node group %s can be upgraded only to match the cluster's template (%s)",
+			named.Name.Or(""), cl.ClusterTemplateID.Or("")))
+	}
 	labels := upgradedLabels(dictMap(cl.Labels), templateLabels(current), dictMap(target.Labels))
 	newVersion, err := templates.KubernetesVersion(labels, target.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
 	if err != nil {
@@ -384,7 +408,9 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := templates.Render(c.renderInput(&planned, target, groups))
+	ctx = withUpgrade(ctx, upgrade)
+	in := c.renderInput(ctx, &planned, target, groups)
+	rendered, err := templates.Render(in)
 	if err != nil {
 		return nil, magnum.InvalidClusterTemplateForUpgrade(failureReason(err))
 	}
@@ -397,16 +423,31 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 
 	st := magnum.ClusterStatus(UpdateInProgress)
 	empty := ""
-	for _, g := range groups {
-		if strings.HasPrefix(string(g.Status.Or("")), "DELETE_") {
+	for _, g := range in.NodeGroups { // groups being deleted are not in the input
+		if !in.UpgradeCovers(g) {
 			continue
 		}
-		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID, NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
 			return nil, err
 		}
 	}
 	tid := target.UUID.Or("")
+	// ctx carries the upgrade into the rendering startUpdate applies.
 	return nil, c.startUpdate(ctx, cl, ClusterUpdate{TemplateID: &tid, Labels: labels})
+}
+
+type upgradeKey struct{}
+
+// withUpgrade carries a cluster_upgrade's arguments to the renderings of the same request. Only
+// that request's apply renders the upgrade's rollout; a later re-render (another day-2 operation)
+// leaves the rollout to CAPI's default again.
+func withUpgrade(ctx context.Context, u *templates.Upgrade) context.Context {
+	return context.WithValue(ctx, upgradeKey{}, u)
+}
+
+func upgradeFrom(ctx context.Context) *templates.Upgrade {
+	u, _ := ctx.Value(upgradeKey{}).(*templates.Upgrade)
+	return u
 }
 
 func templateLabels(t *magnum.ClusterTemplate) map[string]string {
@@ -435,16 +476,3 @@ func upgradedLabels(cluster, oldTmpl, newTmpl map[string]string) map[string]stri
 
 // credentialRotatable are the statuses Magnum 23's credential_rotate accepts.
 var credentialRotatable = append(append([]magnum.ClusterStatus{}, completeStatuses...), UpdateInProgress, UpdateFailed)
-
-// CredentialRotate implements credential_rotate(cluster) (Magnum 21.0.0+, a call). Clusters on the
-// in-memory flavor hold no cloud credential, so there is nothing to replace; on OpenStack the
-// per-cluster application credentials are replaced (internal/keystone) once wired.
-func (c *Conductor) CredentialRotate(ctx context.Context, req *rpc.Request) (any, error) {
-	if _, err := c.loadForUpdate(ctx, req, "Rotating the credential of a cluster", credentialRotatable); err != nil {
-		return nil, err
-	}
-	if c.opts.Flavor == templates.FlavorInMemory {
-		return nil, nil
-	}
-	return nil, magnum.NotSupportedMessage("Credential rotation is not supported by driver.")
-}

@@ -71,6 +71,8 @@ type Kube interface {
 	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
+	// ReadSecret returns a Secret's data; found is false when it does not exist.
+	ReadSecret(ctx context.Context, namespace, name string) (data map[string][]byte, found bool, err error)
 	// DryRunApply asks the apiserver (and its admission webhooks) whether it would accept the objects.
 	DryRunApply(ctx context.Context, objs ...*unstructured.Unstructured) error
 	// MarkMachinesForDeletion annotates the named machines of a cluster (by machine name, node name

@@ -83,6 +83,16 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	for i, g := range d.NodeGroups {
 		old := cur.NodeGroups[i]
 		if g.Gone {
+			for _, row := range groups {
+				if row.UUID.Or("") == g.UUID {
+					if err := c.deleteServerGroups(ctx, cl, []*magnum.NodeGroup{row}); err != nil {
+						if !permanent(err) {
+							return 0, err // Nova unreachable: the watch retries
+						}
+						c.log.Warn("node group delete: server group left in Nova", "cluster", id, "nodegroup", g.Name, "error", err)
+					}
+				}
+			}
 			if err := c.store.DeleteNodeGroup(ctx, id, g.UUID); err != nil && !errors.Is(err, ErrNotFound) {
 				return 0, err
 			}
@@ -139,7 +149,7 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 	project := c.projectOfNamespace(namespace)
 	for _, cl := range clusters {
 		if cl.StackID.Or("") == name && cl.ProjectID.Or("") == project {
-			return c.finishDelete(ctx, cl)
+			return c.finishDelete(ctx, cl, nil)
 		}
 	}
 	return nil
@@ -160,7 +170,7 @@ func (c *Conductor) Resync(ctx context.Context) error {
 			continue
 		}
 		if gone {
-			if err := c.finishDelete(ctx, cl); err != nil {
+			if err := c.finishDelete(ctx, cl, nil); err != nil {
 				c.log.Warn("resync: finish delete", "cluster", cl.UUID.Or(""), "error", err)
 			}
 		}
@@ -170,7 +180,7 @@ func (c *Conductor) Resync(ctx context.Context) error {
 		return err
 	}
 	for _, cl := range creating {
-		if err := c.reconcileCreate(ctx, cl.UUID.Or(""), 1); err != nil {
+		if err := c.reconcileCreate(ctx, cl.UUID.Or(""), 1, nil); err != nil {
 			c.log.Warn("resync: create", "cluster", cl.UUID.Or(""), "error", err)
 		}
 	}

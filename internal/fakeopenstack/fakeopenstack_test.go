@@ -365,7 +365,7 @@ func TestEverythingElseIs404AndLogged(t *testing.T) {
 	}{
 		{ImageService, http.MethodPost, "/v2/images"},
 		{ImageService, http.MethodDelete, "/v2/images/" + ImageKube1363ID},
-		{ImageService, http.MethodGet, "/"},
+		{ImageService, http.MethodGet, "/v1/images"}, // "/" is the version document (versions.go)
 		{ImageService, http.MethodGet, "/v2/schemas/images"},
 		{ComputeService, http.MethodGet, "/v2.1/servers"},
 		{ComputeService, http.MethodPost, "/v2.1/os-keypairs"},

@@ -32,6 +32,13 @@ type Cloud struct {
 	log      *requestLog
 	created  string
 	handlers map[Service]http.Handler
+
+	// The stateful compute routes (servergroups.go).
+	callers          CallerFunc
+	computeMaxRaw    string
+	computeMax       microversion
+	serverGroupQuota int
+	groups           serverGroups
 }
 
 // Option configures a Cloud.
@@ -49,12 +56,23 @@ func New(seed Seed, opts ...Option) (*Cloud, error) {
 		return nil, fmt.Errorf("fakeopenstack: %w", err)
 	}
 	c := &Cloud{
-		seed:    seed,
-		log:     &requestLog{keep: 1000},
-		created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339),
+		seed:             seed,
+		log:              &requestLog{keep: 1000},
+		created:          time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339),
+		callers:          sharedCaller,
+		computeMaxRaw:    DefaultComputeMaxMicroversion,
+		serverGroupQuota: DefaultServerGroupQuota,
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	mv, err := parseMicroversion(c.computeMaxRaw)
+	if err != nil || !mv.atLeast(mvMin) || mv.major != 2 {
+		return nil, fmt.Errorf("fakeopenstack: compute max microversion %q is not a 2.N microversion of at least 2.1", c.computeMaxRaw)
+	}
+	c.computeMax = mv
+	if c.callers == nil {
+		c.callers = sharedCaller
 	}
 	c.handlers = map[Service]http.Handler{
 		ImageService:   c.wrap(ImageService, c.imageRoutes()),
@@ -199,6 +217,7 @@ func (c *Cloud) imageRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2/images", c.listImages)
 	mux.HandleFunc("GET /v2/images/{id}", c.getImage)
 	mux.HandleFunc("GET /v2/schemas/image", imageSchema)
+	mux.HandleFunc("GET /{$}", imageVersions)
 	return mux
 }
 
@@ -324,6 +343,12 @@ func (c *Cloud) computeRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.1/flavors/detail", c.listFlavors(true))
 	mux.HandleFunc("GET /v2.1/flavors/{id}", c.getFlavor)
 	mux.HandleFunc("GET /v2.1/os-keypairs/{name}", c.getKeypair)
+	mux.HandleFunc("GET /v2.1/{$}", c.computeVersion)
+	mux.HandleFunc("GET /v2.1", c.computeVersion)
+	mux.HandleFunc("GET /v2.1/os-server-groups", c.listServerGroups)
+	mux.HandleFunc("POST /v2.1/os-server-groups", c.createServerGroup)
+	mux.HandleFunc("GET /v2.1/os-server-groups/{id}", c.getServerGroup)
+	mux.HandleFunc("DELETE /v2.1/os-server-groups/{id}", c.deleteServerGroup)
 	return mux
 }
 
@@ -450,6 +475,7 @@ func (c *Cloud) networkRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.0/networks/{id}", c.getNetwork)
 	mux.HandleFunc("GET /v2.0/subnets", c.listSubnets)
 	mux.HandleFunc("GET /v2.0/subnets/{id}", c.getSubnet)
+	mux.HandleFunc("GET /{$}", networkVersions)
 	return mux
 }
 

@@ -3,7 +3,11 @@
 // (external networks, subnets). Running the real services would drag in systemd, hypervisor tooling and
 // three more databases just to answer a handful of GETs, so this package answers exactly those GETs
 // from seed data, logs every request, and returns 404 for anything else. Tokens are accepted without
-// validation: the fake trusts whoever reaches its loopback port, like the local stack it serves.
+// validation there: the fake trusts whoever reaches its loopback port, like the local stack it serves.
+//
+// The one stateful exception is Nova's server groups (servergroups.go), which the bridge creates for
+// anti-affinity: kept in memory per project, with the project taken from the request's token
+// (KeystoneCallers validates it with Keystone; without it every token shares one project).
 package fakeopenstack
 
 import (

@@ -82,6 +82,10 @@ type Input struct {
 	NodeGroups []NodeGroup
 	// DefaultKubernetesVersion is used when neither the kube_tag label nor the image name gives one.
 	DefaultKubernetesVersion string
+	// Upgrade is set while a cluster_upgrade is applied: the worker groups it covers roll out at
+	// most MaxBatchSize machines at a time. Other renderings leave the rollout to Cluster API's
+	// default (one new machine at a time, which is also magnum-api's default max_batch_size).
+	Upgrade *Upgrade
 }
 
 // Flavor selects the infrastructure provider the objects are rendered for.

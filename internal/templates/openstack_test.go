@@ -571,10 +571,10 @@ func TestOpenStackCrossChecks(t *testing.T) {
 		}, "boot_volume_size", "local disk"},
 		{"restricted node label", func(in *templates.Input) {
 			in.NodeGroups[1].NodeLabels = map[string]string{"node-role.kubernetes.io/worker": ""}
-		}, "", "domain kubelet may not set"},
+		}, "node_labels", `"node-role.kubernetes.io/worker=" for label node_labels: node group default-worker: kubelet may not set`},
 		{"bad taint effect", func(in *templates.Input) {
 			in.NodeGroups[1].NodeTaints = []templates.Taint{{Key: "a", Effect: "Sometimes"}}
-		}, "", "effect"},
+		}, "node_taints", `"a:Sometimes" for label node_taints: node group default-worker: the effect "Sometimes"`},
 		{"bad DNS server", func(in *templates.Input) { in.Template.DNSNameserver = "dns.example.com" }, "", "dns_nameserver"},
 		{"bad proxy", func(in *templates.Input) { in.Template.HTTPProxy = "proxy:3128" }, "", "http_proxy"},
 		{"fixed subnet without network", func(in *templates.Input) { in.Template.FixedSubnet = "sub" }, "", "fixed_network"},

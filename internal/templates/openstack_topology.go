@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
@@ -326,15 +325,12 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 			mdVars.set(VarServerGroup, map[string]any{"filter": map[string]any{"name": name}})
 			extras.serverGroups = append(extras.serverGroups, ServerGroup{Name: name, Policy: p})
 		}
-		if nl, err := nodeLabels(ng); err != nil {
-			return extras, err
-		} else if nl != "" {
+		// Validated by clusterObject, like every flavor's node labels and taints.
+		if nl := kubeletNodeLabels(ng.NodeLabels); nl != "" {
 			mdVars.set(VarNodeLabels, nl)
 		}
-		if taints, err := nodeTaints(ng); err != nil {
-			return extras, err
-		} else if len(taints) > 0 {
-			mdVars.set(VarNodeTaints, taints)
+		if len(ng.NodeTaints) > 0 {
+			mdVars.set(VarNodeTaints, kubeadmTaints(ng.NodeTaints))
 		}
 		if md.Variables.Overrides, err = mdVars.sorted(); err != nil {
 			return extras, err
@@ -460,85 +456,4 @@ func dedupe(s []string) []string {
 		}
 	}
 	return out
-}
-
-// restrictedLabelDomains are the node label domains kubelet may not set on itself (the
-// NodeRestriction admission plugin), except the prefixes in allowedKubeletLabelPrefixes.
-var (
-	restrictedLabelDomains      = []string{"kubernetes.io", "k8s.io"}
-	allowedKubeletLabelPrefixes = []string{"kubelet.kubernetes.io/", "node.kubernetes.io/"}
-)
-
-// nodeLabels is kubelet's node-labels value for a node group's node_labels (Magnum 1.14).
-func nodeLabels(ng NodeGroup) (string, error) {
-	keys := make([]string, 0, len(ng.NodeLabels))
-	for k := range ng.NodeLabels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		v := ng.NodeLabels[k]
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return "", fmt.Errorf("node group %s: node label key %q: %s", ng.Name, k, strings.Join(errs, "; "))
-		}
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			return "", fmt.Errorf("node group %s: node label %s value %q: %s", ng.Name, k, v, strings.Join(errs, "; "))
-		}
-		if restrictedLabelKey(k) {
-			return "", fmt.Errorf("node group %s: node label %q is in a domain kubelet may not set (kubernetes.io, k8s.io)", ng.Name, k)
-		}
-		parts = append(parts, k+"="+v)
-	}
-	return strings.Join(parts, ","), nil
-}
-
-func restrictedLabelKey(k string) bool {
-	prefix, _, ok := strings.Cut(k, "/")
-	if !ok {
-		return false
-	}
-	for _, a := range allowedKubeletLabelPrefixes {
-		if strings.HasPrefix(k, a) {
-			return false
-		}
-	}
-	for _, d := range restrictedLabelDomains {
-		if prefix == d || strings.HasSuffix(prefix, "."+d) {
-			return true
-		}
-	}
-	return false
-}
-
-// nodeTaints validates a node group's node_taints (Magnum 1.14) into kubeadm's taints.
-func nodeTaints(ng NodeGroup) ([]map[string]any, error) {
-	var out []map[string]any
-	seen := map[string]bool{}
-	for _, t := range ng.NodeTaints {
-		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
-			return nil, fmt.Errorf("node group %s: taint key %q: %s", ng.Name, t.Key, strings.Join(errs, "; "))
-		}
-		if t.Value != "" {
-			if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
-				return nil, fmt.Errorf("node group %s: taint %s value %q: %s", ng.Name, t.Key, t.Value, strings.Join(errs, "; "))
-			}
-		}
-		switch t.Effect {
-		case "NoSchedule", "PreferNoSchedule", "NoExecute":
-		default:
-			return nil, fmt.Errorf("node group %s: taint %s effect %q: want NoSchedule, PreferNoSchedule or NoExecute", ng.Name, t.Key, t.Effect)
-		}
-		id := t.Key + ":" + t.Effect
-		if seen[id] {
-			return nil, fmt.Errorf("node group %s: taint %s with effect %s is given twice", ng.Name, t.Key, t.Effect)
-		}
-		seen[id] = true
-		m := map[string]any{"key": t.Key, "effect": t.Effect}
-		if t.Value != "" {
-			m["value"] = t.Value
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }

@@ -64,6 +64,9 @@ func Render(in Input) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validateUpgrade(in); err != nil {
+		return nil, err
+	}
 	var class []*unstructured.Unstructured
 	switch in.Flavor {
 	case FlavorInMemory:
@@ -87,6 +90,9 @@ func Render(in Input) (*Rendered, error) {
 		return nil, err
 	}
 	r := &Rendered{ClassName: className, ClassObjects: class, Version: version, Unimplemented: unimplemented}
+	if in.Flavor == FlavorInMemory {
+		inMemoryNodes(c, topo)
+	}
 	if in.Flavor == FlavorOpenStack {
 		extra, err := openStackTopology(in, c, topo, network, version)
 		if err != nil {
@@ -239,6 +245,9 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 	var controlPlane *NodeGroup
 	var workers []NodeGroup
 	for i := range in.NodeGroups {
+		if err := validateNodeGroupNodes(in.NodeGroups[i]); err != nil {
+			return nil, topology{}, err
+		}
 		if in.NodeGroups[i].IsControlPlane() {
 			if controlPlane != nil {
 				return nil, topology{}, fmt.Errorf("cluster has more than one control-plane node group (%s, %s)", controlPlane.Name, in.NodeGroups[i].Name)
@@ -302,6 +311,9 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 			md.Metadata.Annotations[AutoscalerMaxAnnotation] = strconv.Itoa(*hi)
 		} else {
 			md.Replicas = ptr.To(int32(ng.NodeCount))
+		}
+		if in.UpgradeCovers(ng) {
+			md.Rollout = upgradeRollout(*in.Upgrade)
 		}
 		c.Spec.Topology.Workers.MachineDeployments = append(c.Spec.Topology.Workers.MachineDeployments, md)
 	}

@@ -67,6 +67,13 @@ func TestRenderGolden(t *testing.T) {
 				Role: "worker", NodeCount: 1, MinNodeCount: 1, MaxNodeCount: &max})
 		},
 		"inmemory-three-masters": func(in *Input) { in.NodeGroups[0].NodeCount = 3 },
+		"inmemory-node-labels-taints": func(in *Input) {
+			in.NodeGroups = append(in.NodeGroups, gpuGroup())
+		},
+		"inmemory-upgrade-one-group": func(in *Input) {
+			in.NodeGroups = append(in.NodeGroups, gpuGroup())
+			in.Upgrade = &Upgrade{MaxBatchSize: 3, NodeGroup: gpuGroup().UUID}
+		},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

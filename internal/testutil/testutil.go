@@ -47,3 +47,25 @@ func MySQLDSN() string { return env("MCB_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:33
 func PostgresURL() string {
 	return env("MCB_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 }
+
+// OpenStackCLIEnv is the environment for running the real `openstack` CLI against the local stack:
+// the caller's environment without OS_* variables (so --os-cloud alone picks the cloud), with SHELL
+// set when the caller has none. `openstack coe cluster config` reads $SHELL to choose the export
+// syntax and fails with KeyError 'SHELL' without it — as it does under CI runners.
+func OpenStackCLIEnv() []string {
+	env := []string{}
+	hasShell := false
+	for _, kv := range os.Environ() {
+		if len(kv) >= 3 && kv[:3] == "OS_" {
+			continue
+		}
+		if len(kv) >= 6 && kv[:6] == "SHELL=" {
+			hasShell = true
+		}
+		env = append(env, kv)
+	}
+	if !hasShell {
+		env = append(env, "SHELL=/bin/sh")
+	}
+	return env
+}

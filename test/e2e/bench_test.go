@@ -35,6 +35,9 @@ type benchEnv struct {
 	project  string
 	user     string
 	template string
+	// token and authURL are the demo user's, as magnum-api forwards them: the bridge issues the
+	// cluster's application credentials with them.
+	token, authURL string
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
@@ -57,6 +60,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	require.NoError(b, err)
 
 	var tok struct {
+		ID        string `json:"id"`
 		ProjectID string `json:"project_id"`
 		UserID    string `json:"user_id"`
 	}
@@ -70,12 +74,14 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	out, err = runCLI(cloudDemo, "coe", "cluster", "template", "show", name, "-f", "value", "-c", "uuid")
 	require.NoError(b, err)
 	b.Cleanup(func() { _, _ = runCLI(cloudDemo, "coe", "cluster", "template", "delete", name) })
-	return &benchEnv{rpc: cl, store: st, kube: kube, project: tok.ProjectID, user: tok.UserID, template: strings.TrimSpace(out)}
+	return &benchEnv{rpc: cl, store: st, kube: kube, project: tok.ProjectID, user: tok.UserID, template: strings.TrimSpace(out),
+		token: tok.ID, authURL: conf.String("keystone_authtoken", "www_authenticate_uri", "")}
 }
 
 func (e *benchEnv) context() *rpc.Context {
 	return &rpc.Context{User: e.user, UserID: e.user, ProjectID: e.project, Project: e.project,
-		Roles: []string{"member", "reader"}, RequestID: "req-" + uuid.NewString(), UserName: "demo", ProjectName: "demo"}
+		Roles: []string{"member", "reader"}, RequestID: "req-" + uuid.NewString(), UserName: "demo", ProjectName: "demo",
+		AuthToken: e.token, AuthURL: e.authURL}
 }
 
 // castCreate sends cluster_create as magnum-api 15.0.1 does (Cluster 1.23, all set fields changed).

@@ -18,10 +18,17 @@ type nodeGroupShow struct {
 	NodeCount    int    `json:"node_count"`
 	MaxNodeCount *int   `json:"max_node_count"`
 	Role         string `json:"role"`
+	// NodeLabels and NodeTaints are shown by magnum-api 23 (microversion 1.14) only.
+	NodeLabels map[string]string   `json:"node_labels"`
+	NodeTaints []map[string]string `json:"node_taints"`
 }
 
 func showNodeGroup(t *testing.T, cluster, name string) (*nodeGroupShow, error) {
-	out, err := openstack(t, cloudDemo, "coe", "nodegroup", "show", cluster, name, "-f", "json")
+	return showNodeGroupIn(t, cloudDemo, cluster, name)
+}
+
+func showNodeGroupIn(t *testing.T, cloud, cluster, name string) (*nodeGroupShow, error) {
+	out, err := openstack(t, cloud, "coe", "nodegroup", "show", cluster, name, "-f", "json")
 	if err != nil {
 		return nil, err
 	}
@@ -31,9 +38,14 @@ func showNodeGroup(t *testing.T, cluster, name string) (*nodeGroupShow, error) {
 
 func waitNodeGroup(t *testing.T, cluster, name, want string) *nodeGroupShow {
 	t.Helper()
+	return waitNodeGroupIn(t, cloudDemo, cluster, name, want)
+}
+
+func waitNodeGroupIn(t *testing.T, cloud, cluster, name, want string) *nodeGroupShow {
+	t.Helper()
 	deadline := time.Now().Add(6 * time.Minute)
 	for time.Now().Before(deadline) {
-		ng, err := showNodeGroup(t, cluster, name)
+		ng, err := showNodeGroupIn(t, cloud, cluster, name)
 		require.NoError(t, err)
 		if ng.Status == want {
 			return ng
@@ -45,14 +57,31 @@ func waitNodeGroup(t *testing.T, cluster, name, want string) *nodeGroupShow {
 	return nil
 }
 
+// workloadKubeconfig writes the cluster's kubeconfig as a tenant gets it and returns its path.
+func workloadKubeconfig(t *testing.T, cluster string) string {
+	t.Helper()
+	return workloadKubeconfigIn(t, cloudDemo, cluster)
+}
+
+func workloadKubeconfigIn(t *testing.T, cloud, cluster string) string {
+	t.Helper()
+	host, dir := cliFor(cloud).tempDir(t)
+	mustOpenstack(t, cloud, "coe", "cluster", "config", cluster, "--dir", dir, "--force")
+	return filepath.Join(host, "config")
+}
+
 func workloadNodes(t *testing.T, cluster string) []string {
 	t.Helper()
-	dir := t.TempDir()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "config", cluster, "--dir", dir, "--force")
+	return workloadNodesIn(t, cloudDemo, cluster)
+}
+
+func workloadNodesIn(t *testing.T, cloud, cluster string) []string {
+	t.Helper()
+	kc := workloadKubeconfigIn(t, cloud, cluster)
 	var out string
 	var err error
 	for range 10 { // the fake API server may briefly lag behind a change of machines
-		out, err = kubectl(t, filepath.Join(dir, "config"), "get", "nodes", "-o", "name")
+		out, err = kubectl(t, kc, "get", "nodes", "-o", "name")
 		if err == nil {
 			break
 		}

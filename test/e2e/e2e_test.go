@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 const (
@@ -28,6 +30,10 @@ const (
 	cloudAlt   = "devstack-alt"
 	cloudAdmin = "devstack-admin"
 	image      = "ubuntu-2404-kube-v1.36.3"
+	// cloudNewest and cloudNewestAdmin are demo and admin in front of magnum-api 23.0.0 (region
+	// RegionTwo, deploy/local/openstack/newest-up.sh), driven by the forky chroot's CLI (cliFor).
+	cloudNewest      = "devstack-newest"
+	cloudNewestAdmin = "devstack-newest-admin"
 )
 
 func env(name, def string) string {
@@ -40,6 +46,7 @@ func env(name, def string) string {
 var (
 	mgmtKubeconfig = env("MCB_KUBECONFIG", "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig")
 	kubectlBin     = env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
+	newestRoot     = env("MCB_NEWEST_ROOT", "/srv/magnum-forky")
 )
 
 func requireStackB(b *testing.B) {
@@ -77,10 +84,46 @@ func openstack(t *testing.T, cloud string, args ...string) (string, error) {
 	return runCLI(cloud, args...)
 }
 
+// A cli is the `openstack` command a tenant runs against one cloud of clouds.yaml: the host's
+// (magnumclient 4, for magnum-api 15) or, when root is set, the one inside that chroot. magnum-api
+// 23's microversion 1.14 (node labels and taints) and its credential API need magnumclient 5, which
+// only the forky chroot of newest-up.sh has. Every helper that takes a cloud runs it through cliFor.
+type cli struct{ cloud, root string }
+
+func cliFor(cloud string) cli {
+	if cloud == cloudNewest || cloud == cloudNewestAdmin {
+		return cli{cloud: cloud, root: newestRoot}
+	}
+	return cli{cloud: cloud}
+}
+
+func (c cli) command(ctx context.Context, args ...string) *exec.Cmd {
+	argv := append([]string{"openstack", "--os-cloud", c.cloud}, args...)
+	if c.root != "" {
+		argv = append([]string{"chroot", c.root}, argv...)
+	}
+	return exec.CommandContext(ctx, argv[0], argv[1:]...)
+}
+
+// tempDir is a fresh directory the CLI can write into (e.g. `coe cluster config --dir`): its path
+// on the host, and the path to hand to the CLI.
+func (c cli) tempDir(t *testing.T) (host, forCLI string) {
+	t.Helper()
+	if c.root == "" {
+		dir := t.TempDir()
+		return dir, dir
+	}
+	host, err := os.MkdirTemp(filepath.Join(c.root, "tmp"), "e2e-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(host) })
+	return host, strings.TrimPrefix(host, c.root)
+}
+
 func runCLI(cloud string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "openstack", append([]string{"--os-cloud", cloud}, args...)...)
+	cmd := cliFor(cloud).command(ctx, args...)
+	cmd.Env = testutil.OpenStackCLIEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -105,14 +148,16 @@ func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
 }
 
 type clusterShow struct {
-	UUID               string         `json:"uuid"`
-	Name               string         `json:"name"`
-	Status             string         `json:"status"`
-	StatusReason       string         `json:"status_reason"`
-	HealthStatus       string         `json:"health_status"`
-	APIAddress         string         `json:"api_address"`
-	COEVersion         string         `json:"coe_version"`
-	StackID            string         `json:"stack_id"`
+	UUID         string `json:"uuid"`
+	Name         string `json:"name"`
+	Status       string `json:"status"`
+	StatusReason string `json:"status_reason"`
+	HealthStatus string `json:"health_status"`
+	APIAddress   string `json:"api_address"`
+	COEVersion   string `json:"coe_version"`
+	StackID      string `json:"stack_id"`
+	// ClusterID replaces stack_id from microversion 1.13 on (magnum-api 23); same column, the CAPI name.
+	ClusterID          string         `json:"cluster_id"`
 	MasterAddresses    []string       `json:"master_addresses"`
 	NodeAddresses      []string       `json:"node_addresses"`
 	NodeCount          int            `json:"node_count"`
@@ -170,11 +215,12 @@ func waitGone(t *testing.T, cloud, id string, timeout time.Duration) {
 	t.Fatalf("cluster %s still exists after %s", id, timeout)
 }
 
-func createTemplate(t *testing.T, cloud string) string {
+// createTemplate creates a template of the default image; extra are more `template create` options.
+func createTemplate(t *testing.T, cloud string, extra ...string) string {
 	t.Helper()
 	name := "e2e-" + suffix()
-	mustOpenstack(t, cloud, "coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", image,
-		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default")
+	mustOpenstack(t, cloud, append([]string{"coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", image,
+		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default"}, extra...)...)
 	t.Cleanup(func() {
 		// A template still in use cannot be deleted; clusters are deleted by their tests first.
 		_, _ = openstack(t, cloud, "coe", "cluster", "template", "delete", name)

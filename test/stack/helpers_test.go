@@ -33,6 +33,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // Clouds of /etc/openstack/clouds.yaml written by up.sh.
@@ -159,15 +160,7 @@ func dsnFromConnection(connection string) (string, error) {
 // cliEnv is the environment of the CLI without OS_* variables: python-openstackclient lets them
 // override the values of --os-cloud, so a stray OS_PASSWORD in the caller's shell would change who
 // the tests act as.
-func cliEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OS_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cliEnv() []string { return testutil.OpenStackCLIEnv() }
 
 type cliResult struct {
 	stdout, stderr string

@@ -7,6 +7,9 @@ changes nothing, and duplicates left by earlier tools (e.g. two endpoints for on
 removed. Passwords are checked by logging in with them and only reset when the login fails, so
 tokens held by running services stay valid.
 
+With --newest it only adds what newest-up.sh needs: region MAGNUM_NEW_REGION with endpoints of the
+existing container-infra service at MAGNUM_NEW_URL.
+
 Input: environment variables set by stack.env. Exit status: 0 = done, 3 = the admin password is not
 accepted (up.sh then re-runs keystone-manage bootstrap, which resets it), 1 = anything else.
 Never prints a password.
@@ -134,17 +137,17 @@ class Keystone:
             self.change("created service %s (%s)" % (name, stype))
         return service
 
-    def endpoints_of(self, service, url):
+    def endpoints_of(self, service, url, region=REGION):
         for interface in INTERFACES:
             found = [e for e in self.endpoints if e.service_id == service.id and
-                     e.interface == interface and e.region_id == REGION]
+                     e.interface == interface and e.region_id == region]
             keep, extra = (found[0], found[1:]) if found else (None, [])
             for endpoint in extra:
                 self.ks.endpoints.delete(endpoint)
                 self.change("deleted duplicate %s endpoint of %s" % (interface, service.name))
             if keep is None:
                 self.ks.endpoints.create(service=service, url=url, interface=interface,
-                                         region=REGION)
+                                         region=region)
                 self.change("created %s endpoint of %s: %s" % (interface, service.name, url))
             elif keep.url != url or not keep.enabled:
                 self.ks.endpoints.update(keep, url=url, enabled=True)
@@ -167,6 +170,16 @@ def password_works(name, domain, password):
         return False
 
 
+def newest(state):
+    """Only what magnum-api 23 (newest-up.sh) adds: its own region, holding the endpoints of the
+    existing container-infra service. Identity, image, compute and network stay in REGION."""
+    region = ENV["MAGNUM_NEW_REGION"]
+    state.region(region)
+    _, name, description, _ = CATALOG[1]
+    state.endpoints_of(state.service("container-infra", name, description), ENV["MAGNUM_NEW_URL"],
+                       region=region)
+
+
 def main():
     admin_auth = v3.Password(auth_url=KEYSTONE_URL, username="admin",
                              password=ENV["ADMIN_PASSWORD"], project_name="admin",
@@ -178,6 +191,11 @@ def main():
         print("identity: Keystone refuses the admin password", file=sys.stderr)
         return 3
     state = Keystone(ks_client.Client(session=sess, interface="public", region_name=REGION))
+    if sys.argv[1:] == ["--newest"]:
+        newest(state)
+        print("identity --newest: %s" % ("%d change(s)" % len(state.changes) if state.changes
+                                          else "everything already in place"))
+        return 0
 
     default = state.domain("Default", "The default domain")
     admin_role = state.role("admin")

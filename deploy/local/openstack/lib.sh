@@ -19,6 +19,7 @@ declare -A PROCESS_MATCH=(
 	[keystone]=keystone-uwsgi.ini
 	[fake-openstack]=fake-openstack
 	[magnum-api]=magnum-api-uwsgi.ini
+	[magnum-api-newest]=magnum-api-newest-uwsgi.ini
 )
 
 pidfile() { printf '%s/%s.pid' "$MCB_RUN_DIR" "$1"; }

@@ -225,8 +225,10 @@ else
 	(cd "$REPO" && "$GO" build -trimpath -o "$TMP/fake-openstack" ./cmd/fake-openstack)
 fi
 install_file "$TMP/fake-openstack" "$FAKE_BIN" 755 root:root && FAKE_CHANGED=1
+# --keystone-url: the fake keeps Nova server groups per project of the caller's token.
 FAKE_ARGS=(--image-listen "$MCB_HOST:$FAKE_IMAGE_PORT" --compute-listen "$MCB_HOST:$FAKE_COMPUTE_PORT"
-	--network-listen "$MCB_HOST:$FAKE_NETWORK_PORT" --request-log "$MCB_LOG_DIR/fake-openstack-requests.jsonl")
+	--network-listen "$MCB_HOST:$FAKE_NETWORK_PORT" --request-log "$MCB_LOG_DIR/fake-openstack-requests.jsonl"
+	--keystone-url "$KEYSTONE_URL")
 if [ -n "$FAKE_OPENSTACK_SEED" ]; then
 	"$FAKE_BIN" --seed "$FAKE_OPENSTACK_SEED" --print-seed >/dev/null || die "bad seed $FAKE_OPENSTACK_SEED"
 	install_file "$FAKE_OPENSTACK_SEED" "$MCB_ETC_DIR/fake-openstack-seed.json" 644 root:root && FAKE_CHANGED=1

@@ -1,0 +1,242 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/compute"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// keystoneCredentials implements conductor.CloudCredentials with internal/keystone: credentials are
+// created as the requesting user (the RPC context's token) and deleted by that user while the token
+// lives, otherwise by Magnum's service user.
+type keystoneCredentials struct {
+	opts   CredentialOptions
+	caCert []byte
+	log    *slog.Logger
+}
+
+func newKeystoneCredentials(o *CredentialOptions, log *slog.Logger) (*keystoneCredentials, error) {
+	k := &keystoneCredentials{opts: *o, log: log}
+	if o.CACertFile != "" {
+		b, err := os.ReadFile(o.CACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("[bridge] cloud_ca_file: %w", err)
+		}
+		k.caCert = b
+	}
+	return k, nil
+}
+
+func (k *keystoneCredentials) clientOptions() ([]keystone.Option, error) {
+	opts := []keystone.Option{keystone.WithUserAgent("magnum-capi-bridge")}
+	if k.opts.Service.CAFile != "" || k.opts.Service.Insecure {
+		hc, err := keystone.HTTPClient(k.opts.Service.CAFile, k.opts.Service.Insecure)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, keystone.WithHTTPClient(hc))
+	}
+	return opts, nil
+}
+
+// callerClient acts as the requesting user. The token must be scoped to the cluster's project:
+// application credentials belong to the token's project.
+func (k *keystoneCredentials) callerClient(ctx context.Context, caller *rpc.Context, cl *magnum.Cluster) (*keystone.Client, error) {
+	if caller == nil || caller.AuthToken == "" {
+		return nil, &keystone.Error{Op: "act as the requesting user", Message: "the request carries no Keystone token"}
+	}
+	url := caller.AuthURL
+	if url == "" {
+		url = k.opts.Service.AuthURL
+	}
+	opts, err := k.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := keystone.NewClient(ctx, url, keystone.NewSecret(caller.AuthToken), opts...)
+	if err != nil {
+		return nil, err
+	}
+	if project := cl.ProjectID.Or(""); c.Identity().ProjectID != project {
+		return nil, &keystone.Error{Op: "act as the requesting user", Message: fmt.Sprintf(
+			"the request's token is scoped to project %s, the cluster belongs to project %s; credentials can only be issued from a token of the cluster's project",
+			c.Identity().ProjectID, project)}
+	}
+	return c, nil
+}
+
+func (k *keystoneCredentials) serviceClient(ctx context.Context) (*keystone.Client, error) {
+	opts, err := k.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	return keystone.NewPasswordClient(ctx, k.opts.Service, opts...)
+}
+
+func (k *keystoneCredentials) createOptions(cl *magnum.Cluster) keystone.CreateOptions {
+	return keystone.CreateOptions{ClusterName: cl.Name.Or(""), Roles: k.opts.Roles, WorkloadRoles: k.opts.WorkloadRoles}
+}
+
+// issued renders what the cluster's Secrets hold.
+func (k *keystoneCredentials) issued(caller *rpc.Context, creds *keystone.ClusterCredentials) (*conductor.IssuedCredentials, error) {
+	authURL := k.opts.AuthURL
+	if authURL == "" {
+		authURL = caller.AuthURL
+	}
+	if authURL == "" {
+		authURL = k.opts.Service.AuthURL
+	}
+	render := func(a keystone.ApplicationCredential) ([]byte, error) {
+		return keystone.RenderCloudsYAML(keystone.CloudsYAMLParams{AuthURL: authURL, RegionName: k.opts.RegionName,
+			Interface: k.opts.Interface, ApplicationCredentialID: a.ID, ApplicationCredentialSecret: a.Secret})
+	}
+	capo, err := render(creds.CAPO)
+	if err != nil {
+		return nil, err
+	}
+	workload, err := render(creds.Workload)
+	if err != nil {
+		return nil, err
+	}
+	return &conductor.IssuedCredentials{Refs: creds.Refs(), CAPOCloudsYAML: capo, WorkloadCloudsYAML: workload, CACert: k.caCert}, nil
+}
+
+func (k *keystoneCredentials) Issue(ctx context.Context, caller *rpc.Context, cl *magnum.Cluster) (*conductor.IssuedCredentials, error) {
+	user, err := k.callerClient(ctx, caller, cl)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := user.CreateClusterCredentials(ctx, cl.UUID.Or(""), k.createOptions(cl))
+	if err != nil {
+		return nil, err
+	}
+	out, err := k.issued(caller, creds)
+	if err != nil {
+		// Unusable without their clouds.yaml: take them back rather than leak them.
+		_, _ = keystone.DeleteClusterCredentials(ctx, keystone.Cleanup{ClusterUUID: cl.UUID.Or(""), Known: creds.Refs()}, user)
+		return nil, err
+	}
+	k.log.Info("cluster credentials issued", "cluster", cl.UUID.Or(""), "credentials", creds)
+	return out, nil
+}
+
+func (k *keystoneCredentials) Rotate(ctx context.Context, caller *rpc.Context, cl *magnum.Cluster, current []keystone.CredentialRef) (
+	*conductor.IssuedCredentials, func(context.Context) error, func(context.Context), error) {
+	user, err := k.callerClient(ctx, caller, cl)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pending, err := user.RotateClusterCredentials(ctx, cl.UUID.Or(""), current, k.createOptions(cl))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	abort := func(ctx context.Context) {
+		if _, err := pending.Abort(ctx, user); err != nil {
+			k.log.Warn("credential rotation: deleting the unused new credentials failed", "cluster", cl.UUID.Or(""), "error", err)
+		}
+	}
+	out, err := k.issued(caller, pending.New)
+	if err != nil {
+		abort(ctx)
+		return nil, nil, nil, err
+	}
+	commit := func(ctx context.Context) error {
+		clients := []*keystone.Client{user}
+		if svc, err := k.serviceClient(ctx); err == nil {
+			clients = append(clients, svc)
+		} else {
+			k.log.Warn("credential rotation: service user unavailable; only the rotating user deletes old credentials", "error", err)
+		}
+		deleted, err := pending.Commit(ctx, clients...)
+		k.logDeleted(cl, deleted)
+		if keystone.OnlyNotFound(err) {
+			return nil // the old ones were already gone: the goal is reached
+		}
+		return err
+	}
+	return out, commit, abort, nil
+}
+
+func (k *keystoneCredentials) Revoke(ctx context.Context, caller *rpc.Context, cl *magnum.Cluster, known []keystone.CredentialRef) error {
+	var clients []*keystone.Client
+	if caller != nil && caller.AuthToken != "" {
+		// The deleting user's token, while it lives, deletes their own credentials.
+		if user, err := k.callerClient(ctx, caller, cl); err == nil {
+			clients = append(clients, user)
+		}
+	}
+	svc, err := k.serviceClient(ctx)
+	if err != nil {
+		if len(clients) == 0 {
+			return err
+		}
+		k.log.Warn("credential cleanup: service user unavailable", "error", err)
+	} else {
+		clients = append(clients, svc)
+	}
+	deleted, err := keystone.DeleteClusterCredentials(ctx, keystone.Cleanup{ClusterUUID: cl.UUID.Or(""), Known: known,
+		Owners: []string{cl.UserID.Or("")}}, clients...)
+	k.logDeleted(cl, deleted)
+	if err == nil || keystone.OnlyNotFound(err) {
+		return nil
+	}
+	if errors.Is(err, keystone.ErrNotFound) {
+		// Some were already gone; report only what is left.
+		err = withoutNotFound(err)
+	}
+	return err
+}
+
+func (k *keystoneCredentials) logDeleted(cl *magnum.Cluster, deleted []keystone.Deletion) {
+	for _, d := range deleted {
+		k.log.Info("cluster credential deleted", "cluster", cl.UUID.Or(""), "credential", d.Credential.String(), "by", d.By)
+	}
+}
+
+// withoutNotFound drops the 404s from a joined error.
+func withoutNotFound(err error) error {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return err
+	}
+	var left []error
+	for _, e := range joined.Unwrap() {
+		if !keystone.OnlyNotFound(e) {
+			left = append(left, e)
+		}
+	}
+	return errors.Join(left...)
+}
+
+// novaServerGroups implements conductor.ServerGroups with internal/compute, as the cluster's CAPO
+// credential.
+type novaServerGroups struct{}
+
+func (novaServerGroups) client(ctx context.Context, cloudsYAML, caCert []byte) (*compute.Client, error) {
+	return compute.NewFromCloudsYAML(ctx, cloudsYAML, caCert, compute.WithUserAgent("magnum-capi-bridge"))
+}
+
+func (n novaServerGroups) Ensure(ctx context.Context, cloudsYAML, caCert []byte, groups []templates.ServerGroup) error {
+	c, err := n.client(ctx, cloudsYAML, caCert)
+	if err != nil {
+		return err
+	}
+	return c.EnsureServerGroups(ctx, groups)
+}
+
+func (n novaServerGroups) Delete(ctx context.Context, cloudsYAML, caCert []byte, names []string) error {
+	c, err := n.client(ctx, cloudsYAML, caCert)
+	if err != nil {
+		return err
+	}
+	return c.DeleteServerGroups(ctx, names)
+}

@@ -1,0 +1,284 @@
+package capi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// Names of the per-project objects next to the namespace.
+const (
+	NetworkPolicyName = "default-deny"
+	ResourceQuotaName = "magnum-project-quota"
+	// RoleBindingName binds SecretReaderRole to the bridge's own identity in a project namespace.
+	RoleBindingName = "magnum-capi-bridge"
+	// SecretReaderRole is the ClusterRole (deploy/kubernetes/rbac.yaml) that lets the bridge read
+	// Secrets. It is bound only in project namespaces: every other permission of the bridge is
+	// cluster-wide and its writes are confined to project namespaces by admission policy, but a read
+	// cannot be confined that way, and Secrets elsewhere (kube-system, CAPO's) are none of its business.
+	SecretReaderRole = "magnum-capi-bridge-secret-reader"
+)
+
+// DefaultNamespaceQuota is [bridge] namespace_quota when unset: object-count limits that stop one
+// project from flooding the management cluster's etcd while staying well above what Magnum's own
+// quotas allow (max_clusters_per_project defaults to 20). A tenant namespace holds only CAPI objects
+// and their Secrets, never workloads, hence pods=0 and services=0.
+const DefaultNamespaceQuota = "count/clusters.cluster.x-k8s.io=50, count/clusterclasses.cluster.x-k8s.io=50, " +
+	"count/machinedeployments.cluster.x-k8s.io=500, count/machinesets.cluster.x-k8s.io=1000, " +
+	"count/machines.cluster.x-k8s.io=2000, secrets=3000, configmaps=100, pods=0, services=0"
+
+// standardQuotaNames are the resource names without a "/" that a ResourceQuota accepts (the
+// apiserver's own list); anything else must be "count/<resource>[.<group>]" or an extended resource.
+var standardQuotaNames = map[corev1.ResourceName]bool{
+	corev1.ResourcePods: true, corev1.ResourceServices: true, corev1.ResourceReplicationControllers: true,
+	corev1.ResourceQuotas: true, corev1.ResourceSecrets: true, corev1.ResourceConfigMaps: true,
+	corev1.ResourcePersistentVolumeClaims: true, corev1.ResourceServicesNodePorts: true,
+	corev1.ResourceServicesLoadBalancers: true, corev1.ResourceCPU: true, corev1.ResourceMemory: true,
+	corev1.ResourceEphemeralStorage: true, corev1.ResourceRequestsCPU: true, corev1.ResourceRequestsMemory: true,
+	corev1.ResourceRequestsStorage: true, corev1.ResourceRequestsEphemeralStorage: true,
+	corev1.ResourceLimitsCPU: true, corev1.ResourceLimitsMemory: true, corev1.ResourceLimitsEphemeralStorage: true,
+}
+
+// ParseNamespaceQuota reads a quota in the form "resource=quantity, resource=quantity, …" (oslo's
+// dict form "resource:quantity" is accepted too). An empty string is a quota without limits.
+// Resource names and quantities are those of a ResourceQuota's spec.hard, e.g.
+// "count/machines.cluster.x-k8s.io=2000, secrets=3000".
+func ParseNamespaceQuota(s string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.IndexAny(item, "=:")
+		if i < 0 {
+			return nil, fmt.Errorf("%q: want resource=quantity", item)
+		}
+		name := corev1.ResourceName(strings.TrimSpace(item[:i]))
+		value := strings.TrimSpace(item[i+1:])
+		if err := validQuotaName(name); err != nil {
+			return nil, fmt.Errorf("%q: %w", item, err)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%q: %s is given twice", item, name)
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %q is not a quantity (e.g. 100, 500m, 10Gi)", item, value)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("%q: a quota cannot be negative", item)
+		}
+		out[name] = q
+	}
+	return out, nil
+}
+
+func validQuotaName(name corev1.ResourceName) error {
+	if errs := validation.IsQualifiedName(string(name)); len(errs) > 0 {
+		return fmt.Errorf("%q is not a resource name: %s", name, strings.Join(errs, "; "))
+	}
+	if strings.Contains(string(name), "/") || standardQuotaNames[name] || strings.HasPrefix(string(name), "hugepages-") ||
+		strings.HasPrefix(string(name), "requests.hugepages-") {
+		return nil
+	}
+	std := make([]string, 0, len(standardQuotaNames))
+	for n := range standardQuotaNames {
+		std = append(std, string(n))
+	}
+	sort.Strings(std)
+	return fmt.Errorf("%q is neither count/<resource>.<group> nor one of %s", name, strings.Join(std, ", "))
+}
+
+// EnsureProjectNamespace makes the project's namespace, labelled with the project id, with its
+// default-deny NetworkPolicy, its ResourceQuota (c.NamespaceQuota) and the RoleBinding that lets
+// the bridge read Secrets there. Everything is server-side applied, so running it again is a no-op
+// and a changed quota reaches an existing namespace the next time it is ensured (a cluster create,
+// or EnsureProjectNamespaces at start-up).
+func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID string) error {
+	ns := &unstructured.Unstructured{Object: map[string]any{}}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(name)
+	ns.SetLabels(map[string]string{templates.LabelProjectID: projectID, templates.LabelManagedBy: templates.ManagedByValue})
+	quota := c.NamespaceQuota
+	if quota == nil {
+		var err error
+		if quota, err = ParseNamespaceQuota(DefaultNamespaceQuota); err != nil {
+			return err
+		}
+	}
+	self, err := c.self.subject(ctx, c.Client)
+	if err != nil {
+		return err
+	}
+	rb, err := toApply(secretReaderBinding(name, self))
+	if err != nil {
+		return err
+	}
+	np, err := toApply(defaultDenyPolicy(name))
+	if err != nil {
+		return err
+	}
+	rq, err := toApply(resourceQuota(name, quota))
+	if err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, ns, rb, np, rq); err != nil {
+		return err
+	}
+	return c.waitSecretAccess(ctx, name)
+}
+
+// EnsureProjectNamespaces re-applies the policy, quota and binding of every project namespace
+// (those labelled as the bridge's, with a project id, named with the prefix), so that a changed
+// namespace_quota, or a namespace made by an older bridge, is brought up to date at start-up rather
+// than only when the project creates its next cluster.
+func (c *Client) EnsureProjectNamespaces(ctx context.Context, prefix string) (int, error) {
+	var list corev1.NamespaceList
+	if err := c.List(ctx, &list, client.MatchingLabels{templates.LabelManagedBy: templates.ManagedByValue},
+		client.HasLabels{templates.LabelProjectID}); err != nil {
+		return 0, fmt.Errorf("list project namespaces: %w", err)
+	}
+	n := 0
+	for _, ns := range list.Items {
+		project := ns.Labels[templates.LabelProjectID]
+		if ns.DeletionTimestamp != nil || ns.Name != templates.NamespaceFor(prefix, project) {
+			continue // being deleted, or another bridge instance's (another prefix)
+		}
+		if err := c.EnsureProjectNamespace(ctx, ns.Name, project); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// selfSubject is who the bridge is to the management cluster, learned once (SelfSubjectReview).
+type selfSubject struct {
+	mu  sync.Mutex
+	sub *rbacv1.Subject
+}
+
+func (s *selfSubject) subject(ctx context.Context, c client.Client) (rbacv1.Subject, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sub != nil {
+		return *s.sub, nil
+	}
+	r := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, r); err != nil {
+		return rbacv1.Subject{}, fmt.Errorf("who am I (SelfSubjectReview): %w", err)
+	}
+	sub := SubjectFor(r.Status.UserInfo.Username)
+	s.sub = &sub
+	return sub, nil
+}
+
+// SubjectFor is the RBAC subject of a username: a ServiceAccount for "system:serviceaccount:<ns>:<name>",
+// otherwise a User.
+func SubjectFor(username string) rbacv1.Subject {
+	if rest, ok := strings.CutPrefix(username, "system:serviceaccount:"); ok {
+		if ns, name, ok := strings.Cut(rest, ":"); ok {
+			return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+		}
+	}
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: username}
+}
+
+// waitSecretAccess returns once the binding just applied is in force: the apiserver's authorizer
+// follows RoleBindings through a watch, and the next step of a create reads the namespace's Secrets.
+func (c *Client) waitSecretAccess(ctx context.Context, namespace string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"}}}
+		if err := c.Create(ctx, r); err != nil {
+			return fmt.Errorf("check access to the Secrets of %s: %w", namespace, err)
+		}
+		if r.Status.Allowed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the bridge cannot read Secrets in %s although it bound %s there: is deploy/kubernetes/rbac.yaml applied? (%s)",
+				namespace, SecretReaderRole, r.Status.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func secretReaderBinding(namespace string, self rbacv1.Subject) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: RoleBindingName, Namespace: namespace,
+			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Subjects: []rbacv1.Subject{self},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: SecretReaderRole},
+	}
+}
+
+// defaultDenyPolicy selects every pod of the namespace and allows no traffic in or out.
+//
+// Nothing is meant to run in a tenant namespace: it holds the project's CAPI objects and Secrets,
+// which the controllers (CAPI, CAPO, the bridge) read from their own namespaces through the API
+// server, and NetworkPolicies do not govern API access. The policy is there for a pod that appears
+// anyway (a mistake, or a compromised controller creating one; the default quota also has pods=0):
+// it can neither be reached from another project's namespace (no ingress) nor reach one, the
+// workload clusters or the cloud's metadata service (no egress, not even DNS). Another project's
+// pods are covered by the same policy in their own namespace, so traffic between two projects is
+// denied at both ends.
+func defaultDenyPolicy(namespace string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: namespace,
+			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{}, // every pod of the namespace
+			// Both types with no rules: nothing is allowed in either direction.
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+}
+
+// resourceQuota is the project's quota; an empty list applies a quota without limits (rather than
+// deleting the object, which would need one more permission).
+func resourceQuota(namespace string, hard corev1.ResourceList) *corev1.ResourceQuota {
+	return &corev1.ResourceQuota{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
+		ObjectMeta: metav1.ObjectMeta{Name: ResourceQuotaName, Namespace: namespace,
+			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Spec: corev1.ResourceQuotaSpec{Hard: hard},
+	}
+}
+
+func toApply(o runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	delete(u.Object, "status")
+	return u, nil
+}

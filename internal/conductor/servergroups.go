@@ -1,0 +1,66 @@
+package conductor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// ServerGroups creates and removes the Nova server groups a cluster's machines are placed in (the
+// OpenStack flavor's anti-affinity), acting as the cluster's own CAPO credential (implemented in
+// internal/app over internal/compute).
+type ServerGroups interface {
+	// Ensure creates the missing groups; existing ones with the same policy are kept.
+	Ensure(ctx context.Context, cloudsYAML, caCert []byte, groups []templates.ServerGroup) error
+	// Delete removes the named groups; names that do not exist are fine.
+	Delete(ctx context.Context, cloudsYAML, caCert []byte, names []string) error
+}
+
+// capoCloudConfig is the stored clouds.yaml and CA bundle CAPO authenticates with.
+func (c *Conductor) capoCloudConfig(ctx context.Context, cl *magnum.Cluster) (clouds, caCert []byte, found bool, err error) {
+	data, found, err := c.kube.ReadSecret(ctx, c.namespace(cl.ProjectID.Or("")), templates.CloudConfigSecretName(cl.StackID.Or("")))
+	if err != nil || !found {
+		return nil, nil, found, err
+	}
+	return data[cloudsYAMLKey], data[cloudCACertKey], true, nil
+}
+
+// ensureServerGroups makes the rendered server groups exist before CAPO creates machines in them.
+func (c *Conductor) ensureServerGroups(ctx context.Context, cl *magnum.Cluster, groups []templates.ServerGroup) error {
+	if c.opts.ServerGroups == nil || len(groups) == 0 {
+		return nil
+	}
+	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return &permanentError{fmt.Errorf("the cluster has no cloud credential to create its server groups with")}
+	}
+	if err := c.opts.ServerGroups.Ensure(ctx, clouds, ca, groups); err != nil {
+		return cloudError("creating the cluster's Nova server groups failed", err)
+	}
+	return nil
+}
+
+// deleteServerGroups removes the server groups of the given node groups (all of a deleted
+// cluster's, or one deleted node group's). It runs while the cluster's credential still exists.
+func (c *Conductor) deleteServerGroups(ctx context.Context, cl *magnum.Cluster, groups []*magnum.NodeGroup) error {
+	if c.opts.ServerGroups == nil || len(groups) == 0 {
+		return nil
+	}
+	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)
+	if err != nil || !found {
+		return err // without a credential there is nobody to delete them as; nothing was created either
+	}
+	var ngs []templates.NodeGroup
+	for _, g := range groups {
+		ngs = append(ngs, templates.NodeGroup{UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or("")})
+	}
+	if err := c.opts.ServerGroups.Delete(ctx, clouds, ca, templates.ServerGroupNames(cl.StackID.Or(""), ngs)); err != nil {
+		return cloudError("deleting the cluster's Nova server groups failed", err)
+	}
+	return nil
+}

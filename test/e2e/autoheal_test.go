@@ -1,0 +1,337 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// autoHealTimeout is how long a worker's node may stay not Ready before its MachineHealthCheck has it
+// replaced: the bridge's ClusterClass uses the anchors' 5 minutes (docs/labels.md, auto_healing_enabled);
+// no anchor has a label that changes it. TestAutoHealingReplacesUnhealthyWorker checks the rendered
+// MachineHealthCheck carries this value, so the disabled variant's wait stays tied to it.
+const autoHealTimeout = 5 * time.Minute
+
+// TestAutoHealingReplacesUnhealthyWorker: a worker whose node reports Ready=Unknown (what a node whose
+// kubelet stopped posting status looks like) is replaced by CAPI's MachineHealthCheck once the timeout
+// has passed; Magnum keeps the cluster CREATE_COMPLETE with one worker, reports the cluster UNHEALTHY
+// while the node is down and HEALTHY again once the replacement runs.
+func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	id, c := createOneWorkerCluster(t, "heal-")
+
+	// auto_healing_enabled defaults to true: the topology holds the worker group's health check. The
+	// in-memory class has none for the control plane (KCP cannot remediate its only machine anyway).
+	mhcs := machineHealthChecks(t, c.StackID)
+	require.Len(t, mhcs, 1, "one MachineHealthCheck, the default-worker group's")
+	conds := mhcs[0].Spec.Checks.UnhealthyNodeConditions
+	require.Len(t, conds, 2)
+	for _, u := range conds {
+		require.Equal(t, corev1.NodeReady, u.Type)
+		require.NotNil(t, u.TimeoutSeconds)
+		require.Equal(t, autoHealTimeout, time.Duration(*u.TimeoutSeconds)*time.Second, "Ready=%s", u.Status)
+	}
+
+	kc := workloadKubeconfig(t, id)
+	old := onlyWorker(t, c.StackID)
+	node := old.Status.NodeRef.Name
+	start := time.Now()
+	setNodeReady(t, kc, node, corev1.ConditionUnknown)
+	timed(t, "worker node marked Ready=Unknown", start)
+
+	magnum := newMagnumWatch(t, id, start)
+	var marked, deleting, oldGone, newRunning time.Duration
+	var replacement string
+	deadline := start.Add(autoHealTimeout + 4*time.Minute)
+	for newRunning == 0 || oldGone == 0 {
+		require.True(t, time.Now().Before(deadline), "worker not replaced %s after its node went unhealthy (marked unhealthy after %s, deleting after %s)",
+			time.Since(start).Round(time.Second), marked, deleting)
+		magnum.poll(10 * time.Second)
+		var oldSeen bool
+		for _, m := range workerMachines(t, c.StackID) {
+			if m.Name == old.Name {
+				oldSeen = true
+				if marked == 0 && conditionIs(m.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition, metav1.ConditionFalse) {
+					marked = time.Since(start)
+					timed(t, "unhealthy mark → MHC marks the Machine", start)
+				}
+				if deleting == 0 && m.DeletionTimestamp != nil {
+					deleting = time.Since(start)
+					timed(t, "unhealthy mark → old Machine deleting", start)
+				}
+				continue
+			}
+			if newRunning == 0 && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.Name != "" {
+				newRunning, replacement = time.Since(start), m.Name
+				timed(t, "unhealthy mark → new Machine Running", start)
+			}
+		}
+		if !oldSeen && oldGone == 0 {
+			oldGone = time.Since(start)
+			timed(t, "unhealthy mark → old Machine gone", start)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	// The MachineHealthCheck acted, and only after its timeout: the condition's lastTransitionTime is
+	// the moment of the mark (a second of slack for the clocks' rounding to seconds).
+	require.NotZero(t, marked, "the Machine was never marked by a MachineHealthCheck")
+	require.GreaterOrEqual(t, marked, autoHealTimeout-time.Second, "remediated before the node was unhealthy for %s", autoHealTimeout)
+
+	// Magnum: the cluster never left CREATE_COMPLETE, is HEALTHY again, and still has one worker.
+	c = magnum.waitHealth(2*time.Minute, "HEALTHY")
+	timed(t, "unhealthy mark → Magnum HEALTHY again", start)
+	magnum.report()
+	require.True(t, magnum.saw("UNHEALTHY"), "Magnum never reported the cluster UNHEALTHY while a worker's node was down")
+	require.Equal(t, 1, c.NodeCount)
+	ng, err := showNodeGroup(t, id, "default-worker")
+	require.NoError(t, err)
+	require.Equal(t, 1, ng.NodeCount)
+	require.Equal(t, "CREATE_COMPLETE", ng.Status)
+	workers := workerMachines(t, c.StackID)
+	require.Len(t, workers, 1)
+	require.Equal(t, replacement, workers[0].Name)
+	nodes := workloadNodes(t, id)
+	require.Len(t, nodes, 2, "control plane and the replacement worker: %v", nodes)
+	require.NotContains(t, nodes, node)
+	require.Contains(t, nodes, workers[0].Status.NodeRef.Name)
+}
+
+// TestAutoHealingDisabledKeepsUnhealthyWorker: with auto_healing_enabled=false the cluster has no
+// MachineHealthCheck, so a worker whose node is not Ready stays past the health check's timeout; Magnum
+// reports the cluster UNHEALTHY and leaves its status alone.
+func TestAutoHealingDisabledKeepsUnhealthyWorker(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	id, c := createOneWorkerCluster(t, "noheal-", "--labels", "auto_healing_enabled=false")
+
+	require.Empty(t, machineHealthChecks(t, c.StackID), "auto_healing_enabled=false must leave the cluster without MachineHealthChecks")
+	class := clusterClassOf(t, c.StackID)
+	for _, md := range class.Spec.Workers.MachineDeployments {
+		require.Empty(t, md.HealthCheck.Checks.UnhealthyNodeConditions, "worker class %s has a health check", md.Class)
+	}
+
+	kc := workloadKubeconfig(t, id)
+	old := onlyWorker(t, c.StackID)
+	node := old.Status.NodeRef.Name
+	start := time.Now()
+	setNodeReady(t, kc, node, corev1.ConditionFalse)
+
+	// Longer than a MachineHealthCheck would wait, with a minute for it to act.
+	magnum := newMagnumWatch(t, id, start)
+	for time.Since(start) < autoHealTimeout+time.Minute {
+		magnum.poll(10 * time.Second)
+		workers := workerMachines(t, c.StackID)
+		require.Len(t, workers, 1, "a worker was added or removed %s after its node went unhealthy", time.Since(start).Round(time.Second))
+		require.Equal(t, old.Name, workers[0].Name)
+		require.Nil(t, workers[0].DeletionTimestamp, "the unhealthy worker is being deleted")
+		time.Sleep(5 * time.Second)
+	}
+	timed(t, "unhealthy worker kept (no MachineHealthCheck)", start)
+	// Nothing put the node back to Ready behind the test's back (the in-memory backend creates Nodes
+	// but never rewrites their conditions), so the wait above really had an unhealthy node.
+	require.Equal(t, corev1.ConditionFalse, nodeReady(t, kc, node))
+	c = magnum.waitHealth(time.Minute, "UNHEALTHY")
+	magnum.report()
+	require.Equal(t, 1, c.NodeCount)
+	ng, err := showNodeGroup(t, id, "default-worker")
+	require.NoError(t, err)
+	require.Equal(t, 1, ng.NodeCount)
+}
+
+// createOneWorkerCluster creates a cluster with one control-plane node and one worker through the CLI
+// and waits until it is CREATE_COMPLETE and HEALTHY.
+func createOneWorkerCluster(t *testing.T, prefix string, extra ...string) (string, *clusterShow) {
+	t.Helper()
+	tmpl := createTemplate(t, cloudDemo)
+	start := time.Now()
+	id := createCluster(t, cloudDemo, tmpl, prefix+suffix(), append([]string{"--node-count", "1"}, extra...)...)
+	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
+	timed(t, "create (1 control plane, 1 worker)", start)
+	require.Equal(t, "HEALTHY", c.HealthStatus, "%v", c.HealthStatusReason)
+	return id, c
+}
+
+// kubectlJSON runs kubectl and decodes its standard output (warnings on stderr stay out of the JSON).
+func kubectlJSON(t *testing.T, kubeconfig string, into any, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig", kubeconfig, "--request-timeout=20s"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), "kubectl %s: %s", strings.Join(args, " "), errb.String())
+	require.NoError(t, json.Unmarshal(out.Bytes(), into), "kubectl %s", strings.Join(args, " "))
+}
+
+// workerMachines are the cluster's worker Machines in the management cluster.
+func workerMachines(t *testing.T, stackID string) []clusterv1.Machine {
+	t.Helper()
+	var l clusterv1.MachineList
+	kubectlJSON(t, mgmtKubeconfig, &l, "get", "machines.cluster.x-k8s.io", "-A", "-o", "json",
+		"-l", clusterv1.ClusterNameLabel+"="+stackID+",!"+clusterv1.MachineControlPlaneLabel)
+	return l.Items
+}
+
+func onlyWorker(t *testing.T, stackID string) clusterv1.Machine {
+	t.Helper()
+	workers := workerMachines(t, stackID)
+	require.Len(t, workers, 1)
+	w := workers[0]
+	require.Equal(t, string(clusterv1.MachinePhaseRunning), w.Status.Phase)
+	require.NotEmpty(t, w.Status.NodeRef.Name, "worker %s has no node", w.Name)
+	return w
+}
+
+// machineHealthChecks are the MachineHealthChecks that watch the cluster's machines.
+func machineHealthChecks(t *testing.T, stackID string) []clusterv1.MachineHealthCheck {
+	t.Helper()
+	var l clusterv1.MachineHealthCheckList
+	kubectlJSON(t, mgmtKubeconfig, &l, "get", "machinehealthchecks.cluster.x-k8s.io", "-A", "-o", "json")
+	var out []clusterv1.MachineHealthCheck
+	for _, m := range l.Items {
+		if m.Spec.ClusterName == stackID {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func clusterClassOf(t *testing.T, stackID string) clusterv1.ClusterClass {
+	t.Helper()
+	var l clusterv1.ClusterList
+	kubectlJSON(t, mgmtKubeconfig, &l, "get", "clusters.cluster.x-k8s.io", "-A", "-o", "json",
+		"--field-selector", "metadata.name="+stackID)
+	require.Len(t, l.Items, 1)
+	var cc clusterv1.ClusterClass
+	kubectlJSON(t, mgmtKubeconfig, &cc, "-n", l.Items[0].Namespace, "get", "clusterclasses.cluster.x-k8s.io",
+		l.Items[0].Spec.Topology.ClassRef.Name, "-o", "json")
+	return cc
+}
+
+// setNodeReady sets the node's Ready condition as a dead kubelet's node would show it. CAPD's
+// in-memory API server serves no status subresource (its routes end at /{resource}/{name}) and keeps
+// status in the object itself, so when the subresource is refused the object is patched; a JSON merge
+// patch replaces the list, so every condition is sent.
+func setNodeReady(t *testing.T, kubeconfig, name string, status corev1.ConditionStatus) {
+	t.Helper()
+	var n corev1.Node
+	kubectlJSON(t, kubeconfig, &n, "get", "node", name, "-o", "json")
+	now := time.Now().UTC().Format(time.RFC3339)
+	found := false
+	var conds []map[string]any
+	for _, c := range n.Status.Conditions {
+		m := map[string]any{"type": c.Type, "status": c.Status, "reason": c.Reason, "message": c.Message,
+			"lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339)}
+		if c.Type == corev1.NodeReady {
+			found = true
+			m["status"], m["reason"], m["message"], m["lastTransitionTime"] = status, "NodeStatusUnknown",
+				"set by the e2e test: Kubelet stopped posting node status.", now
+			if status == corev1.ConditionFalse {
+				m["reason"], m["message"] = "KubeletNotReady", "set by the e2e test: container runtime is down."
+			}
+		}
+		conds = append(conds, m)
+	}
+	require.True(t, found, "node %s has no Ready condition", name)
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	require.NoError(t, err)
+	out, err := kubectl(t, kubeconfig, "patch", "node", name, "--subresource=status", "--type=merge", "-p", string(patch))
+	if err != nil {
+		t.Logf("status subresource refused (%s); patching the Node object", strings.TrimSpace(out))
+		out, err = kubectl(t, kubeconfig, "patch", "node", name, "--type=merge", "-p", string(patch))
+	}
+	require.NoError(t, err, out)
+	require.Equal(t, status, nodeReady(t, kubeconfig, name), "the patch did not change node %s", name)
+}
+
+func nodeReady(t *testing.T, kubeconfig, name string) corev1.ConditionStatus {
+	t.Helper()
+	var n corev1.Node
+	kubectlJSON(t, kubeconfig, &n, "get", "node", name, "-o", "json")
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func conditionIs(conds []metav1.Condition, typ string, status metav1.ConditionStatus) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == status
+		}
+	}
+	return false
+}
+
+// magnumWatch samples what Magnum shows of a cluster while CAPI works on it: the status must stay
+// CREATE_COMPLETE throughout; health transitions are recorded for the log.
+type magnumWatch struct {
+	t      *testing.T
+	id     string
+	start  time.Time
+	last   time.Time
+	states []string
+	health map[string]bool
+	cur    *clusterShow
+}
+
+func newMagnumWatch(t *testing.T, id string, start time.Time) *magnumWatch {
+	return &magnumWatch{t: t, id: id, start: start, health: map[string]bool{}}
+}
+
+// poll reads the cluster unless it was read less than every ago (the CLI costs a second or more).
+func (w *magnumWatch) poll(every time.Duration) {
+	w.t.Helper()
+	if time.Since(w.last) < every {
+		return
+	}
+	w.last = time.Now()
+	c, err := showCluster(w.t, cloudDemo, w.id)
+	require.NoError(w.t, err)
+	w.cur = c
+	require.Equal(w.t, "CREATE_COMPLETE", c.Status, "Magnum status changed while CAPI healed: %s", c.StatusReason)
+	w.health[c.HealthStatus] = true
+	reason, _ := json.Marshal(c.HealthStatusReason)
+	s := fmt.Sprintf("%s %s %s", c.Status, c.HealthStatus, reason)
+	if len(w.states) == 0 || !strings.HasSuffix(w.states[len(w.states)-1], "] "+s) {
+		w.states = append(w.states, fmt.Sprintf("[+%5.1fs] %s", time.Since(w.start).Seconds(), s))
+	}
+}
+
+func (w *magnumWatch) waitHealth(timeout time.Duration, want string) *clusterShow {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		w.last = time.Time{}
+		w.poll(0)
+		if w.cur.HealthStatus == want {
+			return w.cur
+		}
+		if time.Now().After(deadline) {
+			w.report()
+			w.t.Fatalf("cluster %s not %s within %s: %s %v", w.id, want, timeout, w.cur.HealthStatus, w.cur.HealthStatusReason)
+		}
+		time.Sleep(3 * time.Second)
+	}
+}
+
+func (w *magnumWatch) saw(health string) bool { return w.health[health] }
+
+func (w *magnumWatch) report() {
+	for _, s := range w.states {
+		w.t.Logf("MAGNUM %s", s)
+	}
+}

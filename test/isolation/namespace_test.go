@@ -1,0 +1,269 @@
+package isolation
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// TestProjectNamespacesFromTheCLI creates a cluster as each of two tenants (clouds devstack and
+// devstack-alt) through the real CLI and magnum-api, then checks what the bridge made for each
+// project: its own namespace, a NetworkPolicy that denies every pod all ingress and egress, the
+// ResourceQuota of the bridge's configuration (in force: the quota controller counts the cluster),
+// and the RoleBinding that is the bridge's only way to read Secrets there.
+//
+// The management cluster has no CNI and no kube-proxy (no pods run in it at all), so "a pod of
+// project A cannot reach project B" is asserted on the objects a CNI enforces, not with packets: A's
+// policy selects every pod of A and allows no egress, B's selects every pod of B and allows no
+// ingress, and no other policy in either namespace opens anything. With the default quota (pods=0)
+// such a pod cannot even be created, which is checked with a real pod.
+func TestProjectNamespacesFromTheCLI(t *testing.T) {
+	f := setup(t)
+	type tenant struct{ cloud, project, namespace, cluster string }
+	tenants := []*tenant{{cloud: "devstack"}, {cloud: "devstack-alt"}}
+	for _, tn := range tenants {
+		tn.project = strings.TrimSpace(mustOpenstack(t, tn.cloud, "token", "issue", "-f", "value", "-c", "project_id"))
+		require.Regexp(t, `^[0-9a-f]{32}$`, tn.project)
+		tn.namespace = templates.NamespaceFor(f.opts.Bridge.NamespacePrefix, tn.project)
+		tmpl := "iso-" + randomHex(3)
+		mustOpenstack(t, tn.cloud, "coe", "cluster", "template", "create", tmpl, "--coe", "kubernetes",
+			"--image", "ubuntu-2404-kube-v1.36.3", "--external-network", "public", "--flavor", "m1.small",
+			"--master-flavor", "m1.medium", "--keypair", "default")
+		t.Cleanup(func() { _, _ = openstack(t, tn.cloud, "coe", "cluster", "template", "delete", tmpl) })
+		out := mustOpenstack(t, tn.cloud, "coe", "cluster", "create", "iso-"+randomHex(3), "--cluster-template", tmpl,
+			"--master-count", "1", "--node-count", "1")
+		for _, w := range strings.Fields(out) {
+			if len(w) == 36 && strings.Count(w, "-") == 4 {
+				tn.cluster = w
+			}
+		}
+		require.NotEmpty(t, tn.cluster, out)
+	}
+	// Registered after the templates' cleanups, so it runs before them; both deletes run at once.
+	t.Cleanup(func() {
+		for _, tn := range tenants {
+			if tn.cluster != "" {
+				_, _ = openstack(t, tn.cloud, "coe", "cluster", "delete", tn.cluster)
+			}
+		}
+		for _, tn := range tenants {
+			if tn.cluster != "" {
+				waitClusterGone(t, tn.cloud, tn.cluster)
+			}
+		}
+	})
+	require.NotEqual(t, tenants[0].namespace, tenants[1].namespace)
+
+	for _, tn := range tenants {
+		ctx := ctxFor(t, 2*time.Minute)
+		// The Cluster is applied after the namespace is ensured, in the same handler: once it exists,
+		// the namespace's objects are those of this bridge's configuration.
+		eventually(t, time.Minute, "the CAPI Cluster of "+tn.cluster, func() error {
+			var l clusterv1.ClusterList
+			if err := f.admin.List(ctx, &l, client.InNamespace(tn.namespace),
+				client.MatchingLabels{templates.LabelClusterUUID: tn.cluster}); err != nil {
+				return err
+			}
+			if len(l.Items) != 1 {
+				return fmt.Errorf("%d clusters", len(l.Items))
+			}
+			return nil
+		})
+
+		var ns corev1.Namespace
+		require.NoError(t, f.admin.Get(ctx, client.ObjectKey{Name: tn.namespace}, &ns))
+		require.Equal(t, tn.project, ns.Labels[templates.LabelProjectID])
+		require.Equal(t, templates.ManagedByValue, ns.Labels[templates.LabelManagedBy])
+
+		requireDefaultDeny(t, f, tn.namespace)
+		requireQuota(t, f, tn.namespace, f.opts.Bridge.NamespaceQuota)
+		requireSecretReaderBinding(t, f, tn.namespace)
+
+		// The quota is in force: its controller has counted this project's objects.
+		eventually(t, time.Minute, "quota usage in "+tn.namespace, func() error {
+			var q corev1.ResourceQuota
+			if err := f.admin.Get(ctx, client.ObjectKey{Namespace: tn.namespace, Name: capi.ResourceQuotaName}, &q); err != nil {
+				return err
+			}
+			if !sameResources(q.Status.Hard, q.Spec.Hard) {
+				return fmt.Errorf("status.hard %v, spec.hard %v", q.Status.Hard, q.Spec.Hard)
+			}
+			if _, limited := q.Spec.Hard["count/clusters.cluster.x-k8s.io"]; limited {
+				used := q.Status.Used["count/clusters.cluster.x-k8s.io"]
+				if used.Value() < 1 {
+					return fmt.Errorf("count/clusters used %s", used.String())
+				}
+			}
+			return nil
+		})
+		if pods, ok := f.opts.Bridge.NamespaceQuota[corev1.ResourcePods]; ok && pods.IsZero() {
+			requireNoPods(t, f, tn.namespace)
+		}
+	}
+}
+
+func waitClusterGone(t *testing.T, cloud, id string) {
+	deadline := time.Now().Add(4 * time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := openstack(t, cloud, "coe", "cluster", "show", id); err != nil && strings.Contains(err.Error(), "could not be found") {
+			return
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Errorf("cluster %s (%s) not deleted within 4 minutes", id, cloud)
+}
+
+// requireDefaultDeny: the namespace's only NetworkPolicy selects every pod and allows nothing in
+// either direction.
+func requireDefaultDeny(t *testing.T, f *fixture, namespace string) {
+	t.Helper()
+	var l networkingv1.NetworkPolicyList
+	require.NoError(t, f.admin.List(ctxFor(t, 20*time.Second), &l, client.InNamespace(namespace)))
+	require.Len(t, l.Items, 1, "no other policy may open the namespace")
+	np := l.Items[0]
+	require.Equal(t, capi.NetworkPolicyName, np.Name)
+	require.Equal(t, networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+	}, np.Spec)
+}
+
+// requireQuota: the namespace's ResourceQuota limits exactly what want lists.
+func requireQuota(t *testing.T, f *fixture, namespace string, want corev1.ResourceList) {
+	t.Helper()
+	var l corev1.ResourceQuotaList
+	require.NoError(t, f.admin.List(ctxFor(t, 20*time.Second), &l, client.InNamespace(namespace)))
+	require.Len(t, l.Items, 1)
+	q := l.Items[0]
+	require.Equal(t, capi.ResourceQuotaName, q.Name)
+	require.Empty(t, q.Spec.Scopes)
+	require.Nil(t, q.Spec.ScopeSelector)
+	require.True(t, sameResources(want, q.Spec.Hard), "spec.hard %v, configured %v", names(q.Spec.Hard), names(want))
+}
+
+func requireSecretReaderBinding(t *testing.T, f *fixture, namespace string) {
+	t.Helper()
+	var rb rbacv1.RoleBinding
+	require.NoError(t, f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKey{Namespace: namespace, Name: capi.RoleBindingName}, &rb))
+	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: capi.SecretReaderRole}, rb.RoleRef)
+	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: bridgeNamespace, Name: "magnum-capi-bridge"}}, rb.Subjects)
+}
+
+// requireNoPods: a pod cannot be created in the namespace (pods=0). Run as the admin, who is not
+// bound by RBAC: only the quota stands in the way.
+func requireNoPods(t *testing.T, f *fixture, namespace string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "iso-probe", Namespace: namespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	err := f.admin.Create(ctxFor(t, 20*time.Second), pod)
+	if err == nil {
+		_ = f.admin.Delete(ctxFor(t, 20*time.Second), pod)
+		t.Fatalf("a pod was created in project namespace %s", namespace)
+	}
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.Contains(t, err.Error(), "exceeded quota")
+}
+
+func sameResources(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || v.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func names(l corev1.ResourceList) []string {
+	var out []string
+	for k, v := range l {
+		out = append(out, string(k)+"="+v.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestQuotaFollowsConfigurationAndIsEnforced ensures a project namespace as the bridge's own
+// identity with one quota, then with a changed one (a limit changed, one dropped): the namespace ends
+// up with exactly the new one, ensuring it again changes nothing, and the apiserver enforces it.
+func TestQuotaFollowsConfigurationAndIsEnforced(t *testing.T) {
+	f := setup(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	first, err := capi.ParseNamespaceQuota("secrets=2, count/clusters.cluster.x-k8s.io=1, pods=0")
+	require.NoError(t, err)
+	bridge := &capi.Client{Client: f.bridge.Client, NamespaceQuota: first}
+	ns, project := f.scratchProject(t, bridge)
+	requireQuota(t, f, ns, first)
+	requireDefaultDeny(t, f, ns)
+	requireSecretReaderBinding(t, f, ns)
+
+	second, err := capi.ParseNamespaceQuota("secrets=3, pods=0")
+	require.NoError(t, err)
+	bridge = &capi.Client{Client: f.bridge.Client, NamespaceQuota: second}
+	require.NoError(t, bridge.EnsureProjectNamespace(ctx, ns, project))
+	requireQuota(t, f, ns, second)
+
+	// Idempotent: a third ensure with the same quota changes nothing. (The quota's resourceVersion
+	// moves with its status, so its spec is compared through the bridge's managed-fields entry.)
+	snapshot := func() []string {
+		var q corev1.ResourceQuota
+		var np networkingv1.NetworkPolicy
+		var rb rbacv1.RoleBinding
+		var n corev1.Namespace
+		require.NoError(t, f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.ResourceQuotaName}, &q))
+		require.NoError(t, f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.NetworkPolicyName}, &np))
+		require.NoError(t, f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.RoleBindingName}, &rb))
+		require.NoError(t, f.admin.Get(ctx, client.ObjectKey{Name: ns}, &n))
+		var applied string
+		for _, m := range q.ManagedFields {
+			if m.Manager == capi.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply {
+				applied = m.Time.String() + string(m.FieldsV1.Raw)
+			}
+		}
+		require.NotEmpty(t, applied)
+		return []string{applied, np.ResourceVersion, rb.ResourceVersion, n.ResourceVersion}
+	}
+	before := snapshot()
+	time.Sleep(1100 * time.Millisecond) // managed-fields times have a resolution of one second
+	require.NoError(t, bridge.EnsureProjectNamespace(ctx, ns, project))
+	require.Equal(t, before, snapshot())
+
+	// Enforced: once the quota controller has picked up the new limits, a fourth Secret is refused.
+	eventually(t, time.Minute, "the quota controller to count "+ns, func() error {
+		var q corev1.ResourceQuota
+		if err := f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.ResourceQuotaName}, &q); err != nil {
+			return err
+		}
+		if !sameResources(q.Status.Hard, second) {
+			return fmt.Errorf("status.hard %v", names(q.Status.Hard))
+		}
+		return nil
+	})
+	secret := func(i int) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: ns}}
+	}
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, f.admin.Create(ctx, secret(i)))
+	}
+	err = f.admin.Create(ctx, secret(4))
+	require.True(t, apierrors.IsForbidden(err), "a fourth Secret: %v", err)
+	require.Contains(t, err.Error(), "exceeded quota: "+capi.ResourceQuotaName)
+	requireNoPods(t, f, ns)
+}

@@ -1,0 +1,187 @@
+package isolation
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates/templatestest"
+)
+
+// renderedResources are the resources the bridge applies for a cluster of either flavor, as
+// group/plural, from the objects internal/templates renders (so a new kind there without a rule in
+// deploy/kubernetes/rbac.yaml fails here).
+func renderedResources(t *testing.T, namespace string) map[string]authorizationv1.ResourceAttributes {
+	t.Helper()
+	out := map[string]authorizationv1.ResourceAttributes{}
+	for _, in := range []templates.Input{templatestest.BaseInput(templates.FlavorInMemory), templatestest.BaseOpenStackInput()} {
+		in.Namespace = namespace
+		r, err := templates.Render(in)
+		require.NoError(t, err)
+		for _, o := range append(append([]*unstructured.Unstructured{}, r.ClassObjects...), r.Cluster) {
+			gvk := o.GroupVersionKind()
+			plural := strings.ToLower(gvk.Kind)
+			if strings.HasSuffix(plural, "s") {
+				plural += "es"
+			} else {
+				plural += "s"
+			}
+			out[gvk.Group+"/"+plural] = authorizationv1.ResourceAttributes{Namespace: namespace, Group: gvk.Group, Resource: plural}
+		}
+	}
+	require.Len(t, out, 8, "6 kinds per flavor, 4 of them shared")
+	return out
+}
+
+// TestBridgeRBAC: the local bridge runs as its ServiceAccount, whose RBAC (deploy/kubernetes/rbac.yaml)
+// allows what the bridge does and nothing it should not. Asked of the apiserver with the bridge's own
+// token (SelfSubjectAccessReview), and cross-checked as the admin (SubjectAccessReview).
+func TestBridgeRBAC(t *testing.T) {
+	f := setup(t)
+	require.Equal(t, bridgeUser, whoAmI(t, f.bridge.Client), "the local bridge must not run as the management cluster's admin")
+	ns, _ := f.scratchProject(t, f.bridge)
+
+	type attrs = authorizationv1.ResourceAttributes
+	with := func(a attrs, verbs ...string) []attrs {
+		var out []attrs
+		for _, v := range verbs {
+			a.Verb = v
+			out = append(out, a)
+		}
+		return out
+	}
+	var allowed []attrs
+	for _, a := range renderedResources(t, ns) {
+		allowed = append(allowed, with(a, "create", "patch")...)
+	}
+	capiGroup := "cluster.x-k8s.io"
+	allowed = append(allowed, with(attrs{Resource: "namespaces"}, "list", "create", "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "networking.k8s.io", Resource: "networkpolicies"}, "create", "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Resource: "resourcequotas"}, "create", "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, "create", "patch")...)
+	allowed = append(allowed, with(attrs{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: capi.SecretReaderRole}, "bind")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Resource: "secrets"}, "get", "create", "patch", "deletecollection")...)
+	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "clusters"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "clusters"}, "delete")...)
+	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
+
+	denied := []attrs{
+		{Verb: "get", Namespace: "kube-system", Resource: "secrets"},
+		{Verb: "get", Namespace: bridgeNamespace, Resource: "secrets"},
+		{Verb: "get", Resource: "secrets"},  // cluster-wide
+		{Verb: "list", Resource: "secrets"}, // cluster-wide
+		{Verb: "list", Namespace: ns, Resource: "secrets"},
+		{Verb: "watch", Namespace: ns, Resource: "secrets"},
+		{Verb: "get", Namespace: "kube-system", Resource: "configmaps"},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "cluster-admin"},
+		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
+		{Verb: "impersonate", Resource: "users"},
+		{Verb: "impersonate", Resource: "serviceaccounts", Namespace: "kube-system"},
+		{Verb: "create", Namespace: ns, Resource: "pods"},
+		{Verb: "create", Namespace: ns, Resource: "pods", Subresource: "exec"},
+		{Verb: "get", Namespace: ns, Resource: "pods", Subresource: "log"},
+		{Verb: "get", Resource: "nodes"},
+		{Verb: "patch", Resource: "nodes"},
+		{Verb: "delete", Resource: "nodes"},
+		{Verb: "create", Namespace: bridgeNamespace, Resource: "serviceaccounts", Subresource: "token"},
+		{Verb: "delete", Resource: "namespaces"},
+		{Verb: "get", Resource: "namespaces"},
+		{Verb: "delete", Namespace: ns, Resource: "secrets"},
+		{Verb: "patch", Namespace: ns, Group: capiGroup, Resource: "clusters", Subresource: "status"},
+		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "machines"},
+		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "clusterclasses"},
+		{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
+		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
+		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"},
+		{Verb: "get", Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters", Namespace: ns},
+	}
+
+	for _, a := range allowed {
+		require.True(t, can(t, f.bridge.Client, a), "the bridge needs to %s", describe(a))
+	}
+	for _, a := range denied {
+		require.False(t, can(t, f.bridge.Client, a), "the bridge must not %s", describe(a))
+	}
+
+	// The same answers for the ServiceAccount when the admin asks: the rules are RBAC's, not the token's.
+	sar := func(a attrs) bool {
+		r := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: bridgeUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + bridgeNamespace, "system:authenticated"},
+			ResourceAttributes: &a}}
+		require.NoError(t, f.admin.Create(ctxFor(t, 20*time.Second), r))
+		return r.Status.Allowed
+	}
+	require.True(t, sar(attrs{Verb: "get", Namespace: ns, Resource: "secrets"}))
+	require.False(t, sar(attrs{Verb: "get", Namespace: "kube-system", Resource: "secrets"}))
+	require.False(t, sar(attrs{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}))
+}
+
+// TestBridgeWritesOnlyProjectNamespaces: RBAC has to grant the bridge its writes cluster-wide
+// (project namespaces do not exist in advance); the admission policies of
+// deploy/kubernetes/admission-policy.yaml confine them. Real requests with the bridge's token, as
+// server-side dry runs: admission runs, nothing is stored.
+func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
+	f := setup(t)
+	ns, _ := f.scratchProject(t, f.bridge)
+	ctx := ctxFor(t, time.Minute)
+	dry := client.DryRunAll
+
+	// Allowed: a Secret in a project namespace.
+	require.NoError(t, f.bridge.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns}}, dry))
+
+	refused := func(what string, err error, policy string) {
+		t.Helper()
+		require.Error(t, err, what)
+		require.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%s: %v", what, err)
+		require.Contains(t, err.Error(), policy, what)
+	}
+	// RBAC would allow these; the policy refuses them.
+	refused("a Secret in kube-system", f.bridge.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "kube-system"}}, dry),
+		"magnum-capi-bridge-project-namespaces-only")
+	refused("a Secret in the bridge's own namespace", f.bridge.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: bridgeNamespace}}, dry),
+		"magnum-capi-bridge-project-namespaces-only")
+	refused("a ResourceQuota in default", f.bridge.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: {}}}}, dry), "magnum-capi-bridge-project-namespaces-only")
+
+	// Namespaces: only new ones, labelled as the bridge's; kube-system cannot be adopted.
+	adopt := &unstructured.Unstructured{}
+	adopt.SetAPIVersion("v1")
+	adopt.SetKind("Namespace")
+	adopt.SetName("kube-system")
+	adopt.SetLabels(map[string]string{templates.LabelManagedBy: templates.ManagedByValue, templates.LabelProjectID: "0123"})
+	refused("labelling kube-system as a project namespace",
+		f.bridge.Patch(ctx, adopt, client.Apply, client.FieldOwner(capi.FieldManager), client.ForceOwnership, dry),
+		"magnum-capi-bridge-own-namespaces")
+	refused("an unlabelled namespace", f.bridge.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scratchPrefix + randomHex(4)}}, dry),
+		"magnum-capi-bridge-own-namespaces")
+
+	// RoleBindings: only the Secret reader role, only to itself.
+	binding := func(role string, subject rbacv1.Subject) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + randomHex(3), Namespace: ns},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}, Subjects: []rbacv1.Subject{subject}}
+	}
+	self := rbacv1.Subject{Kind: "ServiceAccount", Namespace: bridgeNamespace, Name: "magnum-capi-bridge"}
+	require.NoError(t, f.bridge.Create(ctx, binding(capi.SecretReaderRole, self), dry))
+	refused("the Secret reader role for someone else",
+		f.bridge.Create(ctx, binding(capi.SecretReaderRole, rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}), dry),
+		"magnum-capi-bridge-binds-only-itself")
+	err := f.bridge.Create(ctx, binding("cluster-admin", self), dry)
+	require.True(t, apierrors.IsForbidden(err), "binding cluster-admin to itself: %v", err)
+	require.Contains(t, err.Error(), "attempting to grant RBAC permissions not currently held")
+}
