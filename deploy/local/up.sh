@@ -9,10 +9,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 t0=$SECONDS
 "$here/services.sh"
 "$here/openstack/up.sh"
+"$here/openstack/newest-up.sh"
 "$here/mgmt-up.sh"
 # CAPO is built (cached) so the production mapping's dry-run test can start it; it only runs when asked.
 "$here/build-k8s.sh" capo
 "$here/bridge-up.sh" zed
+"$here/bridge-up.sh" newest
 log "local stack up in $((SECONDS - t0))s"
 cat <<MSG
 

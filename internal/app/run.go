@@ -90,6 +90,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
 	})
+	mgr.NamespacePrefix = o.Bridge.NamespacePrefix
 	if err := mgr.Watch(cond); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package capi
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +39,11 @@ type Sink interface {
 type Manager struct {
 	manager.Manager
 	Client *Client
-	kicks  chan event.GenericEvent
+	// NamespacePrefix, when set before Watch, limits the status sync to namespaces with this prefix:
+	// the bridge's own project namespaces. Other bridges (or tests) sharing the management cluster
+	// are none of its business.
+	NamespacePrefix string
+	kicks           chan event.GenericEvent
 }
 
 // Kick asks the status reconciler to look at a cluster now. Needed after a change Magnum records but
@@ -88,11 +93,12 @@ func (m *Manager) Watch(sink Sink) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasPrefix(o.GetNamespace(), m.NamespacePrefix) })
 	return ctrl.NewControllerManagedBy(m.Manager).
 		Named("magnum-status").
-		For(&clusterv1.Cluster{}, builder.WithPredicates(managed)).
-		Watches(&clusterv1.MachineDeployment{}, toCluster).
-		Watches(&clusterv1.Machine{}, toCluster).
+		For(&clusterv1.Cluster{}, builder.WithPredicates(managed, ours)).
+		Watches(&clusterv1.MachineDeployment{}, toCluster, builder.WithPredicates(ours)).
+		Watches(&clusterv1.Machine{}, toCluster, builder.WithPredicates(ours)).
 		WatchesRawSource(source.Channel(m.kicks, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(&statusReconciler{cache: m.GetClient(), sink: sink})

@@ -180,53 +180,46 @@ func generateRSAKeys(n, bits int) ([]*rsa.PrivateKey, error) {
 }
 
 func newCA(subject []byte, key *rsa.PrivateKey, opts GenerateOptions) (Credential, error) {
-	serial, err := randomSerial()
+	tmpl, err := baseTemplate(subject, key, opts)
 	if err != nil {
 		return Credential{}, err
 	}
-	ski, err := subjectKeyID(key.Public())
-	if err != nil {
-		return Credential{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		RawSubject:            subject,
-		NotBefore:             opts.Now.Add(-backdate),
-		NotAfter:              opts.Now.AddDate(0, 0, opts.ValidityDays),
-		SignatureAlgorithm:    x509.SHA256WithRSA,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLen:            0,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		SubjectKeyId:          ski,
-	}
+	tmpl.IsCA, tmpl.MaxPathLen, tmpl.MaxPathLenZero = true, 0, true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
 	// Self-signed: the template is its own parent, so the issuer bytes are the same RawSubject.
 	return issue(tmpl, tmpl, key, key)
 }
 
 func newClientCert(subject []byte, key *rsa.PrivateKey, ca Credential, opts GenerateOptions) (Credential, error) {
-	serial, err := randomSerial()
+	tmpl, err := baseTemplate(subject, key, opts)
 	if err != nil {
 		return Credential{}, err
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return issue(tmpl, ca.Certificate, key, ca.Key)
+}
+
+// baseTemplate is what every certificate the bridge generates shares: a random serial, the subject
+// bytes as given, the validity window, SHA-256 with RSA and the key's subject key identifier.
+func baseTemplate(subject []byte, key *rsa.PrivateKey, opts GenerateOptions) (*x509.Certificate, error) {
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
 	}
 	ski, err := subjectKeyID(key.Public())
 	if err != nil {
-		return Credential{}, err
+		return nil, err
 	}
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		SerialNumber:          serial,
 		RawSubject:            subject,
 		NotBefore:             opts.Now.Add(-backdate),
 		NotAfter:              opts.Now.AddDate(0, 0, opts.ValidityDays),
 		SignatureAlgorithm:    x509.SHA256WithRSA,
 		BasicConstraintsValid: true,
-		IsCA:                  false,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		SubjectKeyId:          ski,
-	}
-	return issue(tmpl, ca.Certificate, key, ca.Key)
+	}, nil
 }
 
 func issue(tmpl, parent *x509.Certificate, key *rsa.PrivateKey, signer crypto.Signer) (Credential, error) {

@@ -146,6 +146,9 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 	if err != nil {
 		return err
 	}
+	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) {
+		return nil // another bridge's namespace
+	}
 	project := c.projectOfNamespace(namespace)
 	for _, cl := range clusters {
 		if cl.StackID.Or("") == name && cl.ProjectID.Or("") == project {

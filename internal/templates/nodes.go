@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
@@ -287,15 +288,10 @@ func upgradeRollout(u Upgrade) clusterv1.MachineDeploymentTopologyRolloutSpec {
 	return clusterv1.MachineDeploymentTopologyRolloutSpec{Strategy: clusterv1.MachineDeploymentTopologyRolloutStrategy{
 		Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
 		RollingUpdate: clusterv1.MachineDeploymentTopologyRolloutStrategyRollingUpdate{
-			MaxSurge:       ptrIntOrString(u.MaxBatchSize),
-			MaxUnavailable: ptrIntOrString(0),
+			MaxSurge:       ptr.To(intstr.FromInt32(int32(u.MaxBatchSize))),
+			MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 		},
 	}}
-}
-
-func ptrIntOrString(n int) *intstr.IntOrString {
-	v := intstr.FromInt32(int32(n))
-	return &v
 }
 
 func sortedKeys[V any](m map[string]V) []string {

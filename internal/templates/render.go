@@ -90,10 +90,10 @@ func Render(in Input) (*Rendered, error) {
 		return nil, err
 	}
 	r := &Rendered{ClassName: className, ClassObjects: class, Version: version, Unimplemented: unimplemented}
-	if in.Flavor == FlavorInMemory {
+	switch in.Flavor {
+	case FlavorInMemory:
 		inMemoryNodes(c, topo)
-	}
-	if in.Flavor == FlavorOpenStack {
+	case FlavorOpenStack:
 		extra, err := openStackTopology(in, c, topo, network, version)
 		if err != nil {
 			return nil, err

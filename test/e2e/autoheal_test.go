@@ -46,6 +46,7 @@ func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
 	kc := workloadKubeconfig(t, id)
 	old := onlyWorker(t, c.StackID)
 	node := old.Status.NodeRef.Name
+	events := watchWorkerMachines(t, c.StackID)
 	start := time.Now()
 	setNodeReady(t, kc, node, corev1.ConditionUnknown)
 	timed(t, "worker node marked Ready=Unknown", start)
@@ -53,46 +54,52 @@ func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
 	magnum := newMagnumWatch(t, id, start)
 	var marked, deleting, oldGone, newRunning time.Duration
 	var replacement string
-	deadline := start.Add(autoHealTimeout + 4*time.Minute)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	timeout := time.After(autoHealTimeout + 4*time.Minute)
 	for newRunning == 0 || oldGone == 0 {
-		require.True(t, time.Now().Before(deadline), "worker not replaced %s after its node went unhealthy (marked unhealthy after %s, deleting after %s)",
-			time.Since(start).Round(time.Second), marked, deleting)
-		magnum.poll(10 * time.Second)
-		var oldSeen bool
-		for _, m := range workerMachines(t, c.StackID) {
-			if m.Name == old.Name {
-				oldSeen = true
+		select {
+		case ev := <-events:
+			m, at := ev.Machine, ev.At.Sub(start)
+			switch {
+			case m.Name == old.Name && ev.Type == "DELETED":
+				oldGone = at
+				t.Logf("TIMING %-40s %6.1fs", "unhealthy mark → old Machine gone", at.Seconds())
+			case m.Name == old.Name:
 				if marked == 0 && conditionIs(m.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition, metav1.ConditionFalse) {
-					marked = time.Since(start)
-					timed(t, "unhealthy mark → MHC marks the Machine", start)
+					marked = at
+					t.Logf("TIMING %-40s %6.1fs", "unhealthy mark → MHC marks the Machine", at.Seconds())
 				}
 				if deleting == 0 && m.DeletionTimestamp != nil {
-					deleting = time.Since(start)
-					timed(t, "unhealthy mark → old Machine deleting", start)
+					deleting = at
+					t.Logf("TIMING %-40s %6.1fs", "unhealthy mark → old Machine deleting", at.Seconds())
 				}
-				continue
+			case newRunning == 0 && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.Name != "":
+				newRunning, replacement = at, m.Name
+				t.Logf("TIMING %-40s %6.1fs", "unhealthy mark → new Machine Running", at.Seconds())
 			}
-			if newRunning == 0 && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.Name != "" {
-				newRunning, replacement = time.Since(start), m.Name
-				timed(t, "unhealthy mark → new Machine Running", start)
-			}
+		case <-tick.C:
+			magnum.poll()
+		case <-timeout:
+			magnum.report()
+			t.Fatalf("worker not replaced %s after its node went unhealthy (marked unhealthy after %s, deleting after %s, gone after %s)",
+				time.Since(start).Round(time.Second), marked, deleting, oldGone)
 		}
-		if !oldSeen && oldGone == 0 {
-			oldGone = time.Since(start)
-			timed(t, "unhealthy mark → old Machine gone", start)
-		}
-		time.Sleep(2 * time.Second)
 	}
 	// The MachineHealthCheck acted, and only after its timeout: the condition's lastTransitionTime is
-	// the moment of the mark (a second of slack for the clocks' rounding to seconds).
+	// the moment of the mark (a second of slack for its rounding to seconds).
 	require.NotZero(t, marked, "the Machine was never marked by a MachineHealthCheck")
 	require.GreaterOrEqual(t, marked, autoHealTimeout-time.Second, "remediated before the node was unhealthy for %s", autoHealTimeout)
+	require.NotEmpty(t, markedUnhealthyEvents(t, old), "no MachineMarkedUnhealthy event for %s", old.Name)
 
 	// Magnum: the cluster never left CREATE_COMPLETE, is HEALTHY again, and still has one worker.
 	c = magnum.waitHealth(2*time.Minute, "HEALTHY")
-	timed(t, "unhealthy mark → Magnum HEALTHY again", start)
 	magnum.report()
-	require.True(t, magnum.saw("UNHEALTHY"), "Magnum never reported the cluster UNHEALTHY while a worker's node was down")
+	unhealthy := magnum.became("UNHEALTHY", "")
+	require.NotZero(t, unhealthy, "Magnum never reported the cluster UNHEALTHY while a worker's node was down")
+	require.Less(t, unhealthy, marked, "Magnum showed UNHEALTHY only after the MachineHealthCheck acted")
+	t.Logf("TIMING %-40s %6.1fs (10 s polls)", "unhealthy mark → Magnum UNHEALTHY", unhealthy.Seconds())
+	t.Logf("TIMING %-40s %6.1fs (10 s polls)", "unhealthy mark → Magnum HEALTHY again", magnum.became("HEALTHY", "UNHEALTHY").Seconds())
 	require.Equal(t, 1, c.NodeCount)
 	ng, err := showNodeGroup(t, id, "default-worker")
 	require.NoError(t, err)
@@ -124,25 +131,43 @@ func TestAutoHealingDisabledKeepsUnhealthyWorker(t *testing.T) {
 	kc := workloadKubeconfig(t, id)
 	old := onlyWorker(t, c.StackID)
 	node := old.Status.NodeRef.Name
+	events := watchWorkerMachines(t, c.StackID)
 	start := time.Now()
 	setNodeReady(t, kc, node, corev1.ConditionFalse)
 
-	// Longer than a MachineHealthCheck would wait, with a minute for it to act.
+	// Longer than a MachineHealthCheck would wait, with a minute for it to act: no Machine may be
+	// created, marked or deleted.
 	magnum := newMagnumWatch(t, id, start)
-	for time.Since(start) < autoHealTimeout+time.Minute {
-		magnum.poll(10 * time.Second)
-		workers := workerMachines(t, c.StackID)
-		require.Len(t, workers, 1, "a worker was added or removed %s after its node went unhealthy", time.Since(start).Round(time.Second))
-		require.Equal(t, old.Name, workers[0].Name)
-		require.Nil(t, workers[0].DeletionTimestamp, "the unhealthy worker is being deleted")
-		time.Sleep(5 * time.Second)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for wait := time.After(autoHealTimeout + time.Minute); ; {
+		select {
+		case ev := <-events:
+			m, at := ev.Machine, ev.At.Sub(start).Round(time.Second)
+			require.Equal(t, old.Name, m.Name, "a worker was added %s after the node went unhealthy", at)
+			require.NotEqual(t, "DELETED", ev.Type, "the unhealthy worker was deleted after %s", at)
+			require.Nil(t, m.DeletionTimestamp, "the unhealthy worker is being deleted after %s", at)
+			require.False(t, conditionIs(m.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition, metav1.ConditionFalse),
+				"the worker was marked unhealthy after %s", at)
+			continue
+		case <-tick.C:
+			magnum.poll()
+			continue
+		case <-wait:
+		}
+		break
 	}
 	timed(t, "unhealthy worker kept (no MachineHealthCheck)", start)
+	require.Empty(t, markedUnhealthyEvents(t, old))
+	workers := workerMachines(t, c.StackID)
+	require.Len(t, workers, 1)
+	require.Equal(t, old.Name, workers[0].Name)
 	// Nothing put the node back to Ready behind the test's back (the in-memory backend creates Nodes
 	// but never rewrites their conditions), so the wait above really had an unhealthy node.
 	require.Equal(t, corev1.ConditionFalse, nodeReady(t, kc, node))
 	c = magnum.waitHealth(time.Minute, "UNHEALTHY")
 	magnum.report()
+	t.Logf("TIMING %-40s %6.1fs (10 s polls)", "unhealthy mark → Magnum UNHEALTHY", magnum.became("UNHEALTHY", "").Seconds())
 	require.Equal(t, 1, c.NodeCount)
 	ng, err := showNodeGroup(t, id, "default-worker")
 	require.NoError(t, err)
@@ -172,6 +197,62 @@ func kubectlJSON(t *testing.T, kubeconfig string, into any, args ...string) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Run(), "kubectl %s: %s", strings.Join(args, " "), errb.String())
 	require.NoError(t, json.Unmarshal(out.Bytes(), into), "kubectl %s", strings.Join(args, " "))
+}
+
+type machineEvent struct {
+	Type    string // ADDED, MODIFIED, DELETED
+	Machine clusterv1.Machine
+	At      time.Time
+}
+
+// watchWorkerMachines streams every change of the cluster's worker Machines until the test ends
+// (the initial list arrives as ADDED). A watch sees states a poll would miss: with an unreachable
+// node, CAPI marks, deletes and removes a Machine within a second.
+func watchWorkerMachines(t *testing.T, stackID string) <-chan machineEvent {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch := make(chan machineEvent, 1024)
+	go func() {
+		// A watch the API server closes (its request timeout) is opened again.
+		for ctx.Err() == nil {
+			cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", mgmtKubeconfig, "get", "machines.cluster.x-k8s.io",
+				"-A", "-l", clusterv1.ClusterNameLabel+"="+stackID+",!"+clusterv1.MachineControlPlaneLabel,
+				"-o", "json", "--watch", "--output-watch-events")
+			stdout, err := cmd.StdoutPipe()
+			if err == nil {
+				err = cmd.Start()
+			}
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			dec := json.NewDecoder(stdout)
+			for {
+				var ev struct {
+					Type   string            `json:"type"`
+					Object clusterv1.Machine `json:"object"`
+				}
+				if dec.Decode(&ev) != nil {
+					break
+				}
+				select {
+				case ch <- machineEvent{Type: ev.Type, Machine: ev.Object, At: time.Now()}:
+				case <-ctx.Done():
+				}
+			}
+			_ = cmd.Wait()
+		}
+	}()
+	return ch
+}
+
+// markedUnhealthyEvents are the events a MachineHealthCheck records when it marks the Machine.
+func markedUnhealthyEvents(t *testing.T, m clusterv1.Machine) []corev1.Event {
+	t.Helper()
+	var l corev1.EventList
+	kubectlJSON(t, mgmtKubeconfig, &l, "-n", m.Namespace, "get", "events", "-o", "json",
+		"--field-selector", "reason=MachineMarkedUnhealthy,involvedObject.name="+m.Name)
+	return l.Items
 }
 
 // workerMachines are the cluster's worker Machines in the management cluster.
@@ -276,62 +357,75 @@ func conditionIs(conds []metav1.Condition, typ string, status metav1.ConditionSt
 	return false
 }
 
-// magnumWatch samples what Magnum shows of a cluster while CAPI works on it: the status must stay
-// CREATE_COMPLETE throughout; health transitions are recorded for the log.
+// magnumWatch samples what Magnum shows of a cluster while CAPI works on it, as a tenant polling
+// `coe cluster show` would: the status must stay CREATE_COMPLETE throughout, and every change of
+// health is recorded with the time the response showing it arrived.
 type magnumWatch struct {
 	t      *testing.T
 	id     string
 	start  time.Time
-	last   time.Time
-	states []string
-	health map[string]bool
 	cur    *clusterShow
+	states []magnumState
+}
+
+type magnumState struct {
+	at, took time.Duration // since the mark, when the response arrived; how long the CLI took
+	health   string
+	line     string
 }
 
 func newMagnumWatch(t *testing.T, id string, start time.Time) *magnumWatch {
-	return &magnumWatch{t: t, id: id, start: start, health: map[string]bool{}}
+	return &magnumWatch{t: t, id: id, start: start}
 }
 
-// poll reads the cluster unless it was read less than every ago (the CLI costs a second or more).
-func (w *magnumWatch) poll(every time.Duration) {
+func (w *magnumWatch) poll() {
 	w.t.Helper()
-	if time.Since(w.last) < every {
-		return
-	}
-	w.last = time.Now()
+	begin := time.Now()
 	c, err := showCluster(w.t, cloudDemo, w.id)
 	require.NoError(w.t, err)
 	w.cur = c
 	require.Equal(w.t, "CREATE_COMPLETE", c.Status, "Magnum status changed while CAPI healed: %s", c.StatusReason)
-	w.health[c.HealthStatus] = true
 	reason, _ := json.Marshal(c.HealthStatusReason)
-	s := fmt.Sprintf("%s %s %s", c.Status, c.HealthStatus, reason)
-	if len(w.states) == 0 || !strings.HasSuffix(w.states[len(w.states)-1], "] "+s) {
-		w.states = append(w.states, fmt.Sprintf("[+%5.1fs] %s", time.Since(w.start).Seconds(), s))
+	line := fmt.Sprintf("%s %s %s", c.Status, c.HealthStatus, reason)
+	if n := len(w.states); n == 0 || w.states[n-1].line != line {
+		w.states = append(w.states, magnumState{at: time.Since(w.start), took: time.Since(begin), health: c.HealthStatus, line: line})
 	}
 }
 
+// waitHealth returns the cluster once it shows the health, polling only if the last response did not.
 func (w *magnumWatch) waitHealth(timeout time.Duration, want string) *clusterShow {
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
-	for {
-		w.last = time.Time{}
-		w.poll(0)
-		if w.cur.HealthStatus == want {
-			return w.cur
-		}
+	for w.cur == nil || w.cur.HealthStatus != want {
 		if time.Now().After(deadline) {
 			w.report()
 			w.t.Fatalf("cluster %s not %s within %s: %s %v", w.id, want, timeout, w.cur.HealthStatus, w.cur.HealthStatusReason)
 		}
-		time.Sleep(3 * time.Second)
+		w.poll()
+		if w.cur.HealthStatus != want {
+			time.Sleep(3 * time.Second)
+		}
 	}
+	return w.cur
 }
 
-func (w *magnumWatch) saw(health string) bool { return w.health[health] }
+// became is when a response first showed the cluster with the health after having shown it with
+// another one (or first at all); zero if never.
+func (w *magnumWatch) became(health string, after string) time.Duration {
+	seenAfter := after == ""
+	for _, s := range w.states {
+		if s.health == after {
+			seenAfter = true
+		}
+		if seenAfter && s.health == health {
+			return s.at
+		}
+	}
+	return 0
+}
 
 func (w *magnumWatch) report() {
 	for _, s := range w.states {
-		w.t.Logf("MAGNUM %s", s)
+		w.t.Logf("MAGNUM [+%5.1fs, CLI %4.1fs] %s", s.at.Seconds(), s.took.Seconds(), s.line)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func nodeGroupReachesNodes(t *testing.T, kubeconfig, ngUUID string, count int, l
 			}
 			got := n.taintStrings()
 			for _, want := range taints {
-				ok = ok && contains(got, want)
+				ok = ok && slices.Contains(got, want)
 			}
 			b, _ := json.Marshal(map[string]any{"labels": n.Metadata.Labels, "taints": got})
 			seen = append(seen, name+": "+string(b))
@@ -99,15 +100,6 @@ func nodeGroupReachesNodes(t *testing.T, kubeconfig, ngUUID string, count int, l
 		time.Sleep(3 * time.Second)
 	}
 	return false, last
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestNewestMagnumDayTwo drives the day-2 sequence through magnum-api 23.0.0 (Debian forky) with its

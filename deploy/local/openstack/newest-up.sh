@@ -74,10 +74,12 @@ else
 		rm -f "$MOUNTS"
 	fi
 	if ! command -v debootstrap >/dev/null; then
-		say "installing debootstrap"
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends debootstrap ||
-			{ apt-get -o DPkg::Lock::Timeout=900 update -q &&
-				DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends debootstrap; }
+		say "installing debootstrap (log $MCB_LOG_DIR/newest-host-apt.log)"
+		{
+			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends debootstrap ||
+				{ apt-get -o DPkg::Lock::Timeout=900 update -q &&
+					DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends debootstrap; }
+		} >"$MCB_LOG_DIR/newest-host-apt.log" 2>&1 || die "installing debootstrap failed; see $MCB_LOG_DIR/newest-host-apt.log"
 	fi
 	# bookworm's debootstrap has no script for forky (or trixie); they are all "sid".
 	script=/usr/share/debootstrap/scripts/$NEWEST_SUITE
