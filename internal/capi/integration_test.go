@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,22 +20,12 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-// managementCluster returns the local management cluster's kubeconfig (`make up`); the test fails
-// when it is not up, unless MCB_E2E=0 switches stack tests off.
+// managementCluster returns the local management cluster's kubeconfig path.
 func managementCluster(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: tests against the local management cluster are switched off")
-	}
-	kc := os.Getenv("MCB_KUBECONFIG")
-	if kc == "" {
-		kc = "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig"
-	}
-	if _, err := os.Stat(kc); err != nil {
-		t.Fatalf("management cluster is not up (%v); run `make up` or set MCB_E2E=0", err)
-	}
+	kc, _ := testutil.ManagementCluster(t)
 	return kc
 }
 

@@ -18,7 +18,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,9 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -42,7 +39,6 @@ import (
 )
 
 const (
-	defaultKubeconfig = "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig"
 	fieldOwner        = "magnum-capi-bridge-capo-test"
 	classReadyTimeout = 60 * time.Second
 )
@@ -68,30 +64,9 @@ func (w *warningRecorder) take() []string {
 	return out
 }
 
-// managementCluster returns a REST config for the local management cluster, skipping only when
-// MCB_E2E=0 and failing when the cluster is not reachable.
+// managementCluster returns a REST config for the local management cluster.
 func managementCluster(t *testing.T) *rest.Config {
-	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: end-to-end tests against the local management cluster are turned off")
-	}
-	path := os.Getenv("MCB_KUBECONFIG")
-	if path == "" {
-		path = defaultKubeconfig
-	}
-	hint := "start it with deploy/local/mgmt-up.sh, or set MCB_E2E=0 to turn end-to-end tests off"
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("management cluster kubeconfig %s: %v (%s)", path, err, hint)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	probe := rest.CopyConfig(cfg)
-	probe.Timeout = 5 * time.Second
-	dc, err := discovery.NewDiscoveryClientForConfig(probe)
-	require.NoError(t, err)
-	if _, err := dc.ServerVersion(); err != nil {
-		t.Fatalf("management cluster at %s is not reachable: %v (%s)", cfg.Host, err, hint)
-	}
+	_, cfg := testutil.ManagementCluster(t)
 	return cfg
 }
 

@@ -26,6 +26,20 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
+// magnumRPC is magnum-api's side of the RPC wire of the local stack: its magnum.conf and a client
+// speaking as it does.
+func magnumRPC(tb testing.TB) (*config.File, *rpc.Client) {
+	tb.Helper()
+	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	require.NoError(tb, err)
+	opts, err := rpc.OptionsFromConfig(conf)
+	require.NoError(tb, err)
+	cl, err := rpc.NewClient(opts)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = cl.Close() })
+	return conf, cl
+}
+
 // benchEnv talks to the local stack directly: magnum-api's own RPC wire (casts byte-compatible
 // with magnum-api's), Magnum's database and the management cluster.
 type benchEnv struct {
@@ -42,13 +56,7 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
-	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
-	require.NoError(b, err)
-	opts, err := rpc.OptionsFromConfig(conf)
-	require.NoError(b, err)
-	cl, err := rpc.NewClient(opts)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = cl.Close() })
+	conf, cl := magnumRPC(b)
 	st, err := db.Open(context.Background(), conf.String("database", "connection", ""))
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = st.Close() })

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -141,13 +140,7 @@ func rotateCredentials(t *testing.T, id string, c *clusterShow) {
 	t.Helper()
 	var tok issuedToken
 	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "token", "issue", "-f", "json")), &tok))
-	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
-	require.NoError(t, err)
-	opts, err := rpc.OptionsFromConfig(conf)
-	require.NoError(t, err)
-	client, err := rpc.NewClient(opts)
-	require.NoError(t, err)
-	defer client.Close()
+	conf, client := magnumRPC(t)
 	cl := &magnum.Cluster{}
 	cl.UUID.Set(id)
 	cl.Name.Set(c.Name)

@@ -30,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,42 +41,16 @@ import (
 )
 
 const (
-	defaultKubeconfig = "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig"
-	availableTimeout  = 5 * time.Minute
-	deletionTimeout   = 2 * time.Minute
+	availableTimeout = 5 * time.Minute
+	deletionTimeout  = 2 * time.Minute
 )
 
-// managementCluster returns a REST config for the local management cluster, skipping only when
-// MCB_E2E=0 and failing when the cluster is not reachable.
+// managementCluster returns a REST config for the local management cluster.
 func managementCluster(t *testing.T) *rest.Config {
-	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: end-to-end tests against the local management cluster are turned off")
-	}
-	path := os.Getenv("MCB_KUBECONFIG")
-	if path == "" {
-		path = defaultKubeconfig
-	}
-	hint := "start it with deploy/local/mgmt-up.sh, or set MCB_E2E=0 to turn end-to-end tests off"
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("management cluster kubeconfig %s: %v (%s)", path, err, hint)
-	}
-	// The leftover check lists every namespaced resource type at once; client-go's default of 5 QPS
-	// would make each round take seconds.
-	cfg.QPS, cfg.Burst = 100, 200
+	_, cfg := testutil.ManagementCluster(t)
 	// That inventory also lists deprecated types (v1 Endpoints), and every such list would print a
 	// deprecation warning.
 	cfg.WarningHandlerWithContext = rest.NoWarnings{}
-	probe := rest.CopyConfig(cfg)
-	probe.Timeout = 5 * time.Second
-	dc, err := discovery.NewDiscoveryClientForConfig(probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dc.ServerVersion(); err != nil {
-		t.Fatalf("management cluster at %s is not reachable: %v (%s)", cfg.Host, err, hint)
-	}
 	return cfg
 }
 
