@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/compute"
@@ -108,7 +109,13 @@ func (c *Conductor) ensureCloudCredentials(ctx context.Context, caller *rpc.Cont
 			c.log.Warn("cluster has no cloud credential; `openstack coe credential rotate` issues one", "cluster", cl.UUID.Or(""))
 			return nil
 		}
-		return &permanentError{errors.New("the cluster's cloud credential was never stored and the request that created the cluster is gone; delete the cluster and create it again")}
+		// A create resumed at start-up: its message, if the bridge died before acknowledging it, is
+		// redelivered with the token and finishes the job. Only a create past its timeout is given up.
+		timeout := time.Duration(cl.CreateTimeout.Or(60)) * time.Minute
+		if created, ok := cl.CreatedAt.Get(); ok && c.opts.Now().After(created.Add(timeout)) {
+			return &permanentError{errors.New("the cluster's cloud credential was never stored and the request that created the cluster is gone; delete the cluster and create it again")}
+		}
+		return errors.New("the cluster's cloud credential is not stored yet; waiting for the create request to be redelivered")
 	}
 	issued, err := c.opts.Credentials.Issue(ctx, caller, cl)
 	if err != nil {
