@@ -86,6 +86,17 @@ func (c *Client) listServerGroups(ctx context.Context, sc *gophercloud.ServiceCl
 	return all, nil
 }
 
+// currentServerGroups is where Ensure and Delete both start: a Nova client at the negotiated
+// microversion and every server group of the project.
+func (c *Client) currentServerGroups(ctx context.Context) (*gophercloud.ServiceClient, []servergroups.ServerGroup, error) {
+	sc, err := c.serverGroupClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	existing, err := c.listServerGroups(ctx, sc)
+	return sc, existing, err
+}
+
 // EnsureServerGroups makes each group exist in the client's project with its policy, by name:
 // missing groups are created, existing ones with the same policy are kept (so a second call is a
 // no-op). A group of that name with another policy is an error matching ErrPolicyMismatch: Nova
@@ -100,11 +111,7 @@ func (c *Client) EnsureServerGroups(ctx context.Context, groups []templates.Serv
 	if err != nil || len(want) == 0 {
 		return err
 	}
-	sc, err := c.serverGroupClient(ctx)
-	if err != nil {
-		return err
-	}
-	existing, err := c.listServerGroups(ctx, sc)
+	sc, existing, err := c.currentServerGroups(ctx)
 	if err != nil {
 		return err
 	}
@@ -223,11 +230,7 @@ func (c *Client) DeleteServerGroups(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	sc, err := c.serverGroupClient(ctx)
-	if err != nil {
-		return err
-	}
-	existing, err := c.listServerGroups(ctx, sc)
+	sc, existing, err := c.currentServerGroups(ctx)
 	if err != nil {
 		return err
 	}

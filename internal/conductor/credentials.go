@@ -119,7 +119,7 @@ func (c *Conductor) ensureCloudCredentials(ctx context.Context, caller *rpc.Cont
 	}
 	issued, err := c.opts.Credentials.Issue(ctx, caller, cl)
 	if err != nil {
-		return credentialError("creating the cluster's application credentials failed", err)
+		return cloudError("creating the cluster's application credentials failed", err)
 	}
 	secrets, err := cloudConfigSecrets(clusterName, issued)
 	if err != nil {
@@ -139,16 +139,13 @@ func (c *Conductor) revokeCloudCredentials(ctx context.Context, caller *rpc.Cont
 		return err
 	}
 	if err := c.opts.Credentials.Revoke(ctx, caller, cl, refs); err != nil {
-		return credentialError("deleting the cluster's application credentials failed", err)
+		return cloudError("deleting the cluster's application credentials failed", err)
 	}
 	return nil
 }
 
-// credentialError and cloudError keep the cloud's refusals (forbidden, missing role, expired token,
-// quota, bad request) permanent, with the context a tenant needs; outages and server errors stay
-// retryable.
-func credentialError(what string, err error) error { return cloudError(what, err) }
-
+// cloudError keeps the cloud's refusals (forbidden, missing role, expired token, quota, bad
+// request) permanent, with the context a tenant needs; outages and server errors stay retryable.
 func cloudError(what string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", what, err)
 	if cloudTransient(err) {

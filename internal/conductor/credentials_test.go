@@ -12,7 +12,7 @@ import (
 )
 
 // Keystone's refusals end a create or delete with a reason; outages are retried.
-func TestCredentialErrorsArePermanentOnlyWhenKeystoneRefused(t *testing.T) {
+func TestCloudErrorsArePermanentOnlyWhenKeystoneRefused(t *testing.T) {
 	cases := map[string]struct {
 		err       error
 		permanent bool
@@ -27,7 +27,7 @@ func TestCredentialErrorsArePermanentOnlyWhenKeystoneRefused(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := credentialError("deleting the cluster's application credentials failed", c.err)
+			err := cloudError("deleting the cluster's application credentials failed", c.err)
 			require.Equal(t, c.permanent, permanent(err))
 			require.Contains(t, failureReason(err), "deleting the cluster's application credentials failed")
 		})
