@@ -226,6 +226,18 @@ func (k keyPairs) Store(ctx context.Context, _ string, kp certs.KeyPair, owner c
 	return saved.UUID, nil
 }
 
+// StoreAt implements certs.RefStore: the insert is idempotent on the uuid.
+func (k keyPairs) StoreAt(ctx context.Context, ref, _ string, kp certs.KeyPair, owner certs.Owner) error {
+	row := &db.X509KeyPair{UUID: ref, Certificate: &kp.Certificate,
+		PrivateKey: ptrSecret(kp.PrivateKey), PrivateKeyPassphrase: ptrSecret(kp.Passphrase),
+		ProjectID: &owner.ProjectID, UserID: &owner.UserID}
+	if kp.Intermediates != "" {
+		row.Intermediates = &kp.Intermediates
+	}
+	_, _, err := k.st.CreateX509KeyPair(ctx, row)
+	return err
+}
+
 func (k keyPairs) Load(ctx context.Context, ref string) (certs.KeyPair, error) {
 	row, err := k.st.GetX509KeyPair(ctx, ref)
 	if err != nil {

@@ -52,7 +52,7 @@ type Current struct {
 	// DeadlineName says which setting it comes from, e.g. "update_timeout of 1h0m0s".
 	Deadline     time.Time
 	DeadlineName string
-	NodeGroups    []NodeGroupState
+	NodeGroups   []NodeGroupState
 }
 
 // NodeGroupState is one node group as Magnum stores it, or as it should become.

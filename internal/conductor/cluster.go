@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/google/uuid"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
@@ -258,19 +257,33 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 }
 
 // ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a
-// redelivered create never replaces a CA the cluster already trusts.
+// redelivered create never replaces a CA the cluster already trusts. The key pairs go under refs
+// derived from the cluster's uuid: an attempt that stored them but died before recording the refs
+// in the cluster row finds them again instead of making a second CA; a partial set (a crash
+// between two of the four rows) is removed and made again before anything trusts it.
 func (c *Conductor) ensureCertificates(ctx context.Context, cl *magnum.Cluster) (*certs.ClusterPKI, error) {
 	issuer := firstNonEmpty(cl.Name.Or(""), cl.UUID.Or(""))
-	refs := refsOf(cl)
-	if refs.CACertRef != "" {
+	if refs := refsOf(cl); refs.CACertRef != "" {
 		return c.certs.LoadCluster(ctx, refs, issuer)
 	}
-	pki, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
-	if err != nil {
-		return nil, err
-	}
-	refs, err = c.certs.StoreCluster(ctx, pki, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")})
-	if err != nil {
+	refs := certs.ClusterRefs(cl.UUID.Or(""))
+	pki, err := c.certs.LoadCluster(ctx, refs, issuer)
+	switch {
+	case errors.Is(err, certs.ErrKeyPairNotFound):
+		if err := c.certs.DeleteCluster(ctx, refs); err != nil {
+			return nil, err
+		}
+		fresh, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.certs.StoreClusterAt(ctx, fresh, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")}, refs); err != nil {
+			return nil, err
+		}
+		if pki, err = c.certs.LoadCluster(ctx, refs, issuer); err != nil {
+			return nil, err
+		}
+	case err != nil:
 		return nil, err
 	}
 	if err := c.store.UpdateCluster(ctx, cl.UUID.Or(""), ClusterUpdate{CertRefs: &refs}); err != nil {

@@ -387,11 +387,11 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		if errors.Is(err, ErrNotFound) {
 			return nil, magnum.ClusterTemplateNotFound(arg.UUID.Or(""))
 		}
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
 	current, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
 	if target.COE.Or("") != "" && current != nil && target.COE.Or("") != current.COE.Or("") {
 		return nil, magnum.InvalidClusterTemplateForUpgrade("the target template is not for " + string(current.COE.Or("")))
@@ -415,7 +415,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 	planned.Labels.Set(magnum.DictFromMap(labels))
 	groups, err := c.store.ListNodeGroups(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
 	in := c.renderInput(&planned, target, groups, upgrade)
 	rendered, err := templates.Render(in)
@@ -426,7 +426,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		if permanent(err) {
 			return nil, magnum.InvalidClusterTemplateForUpgrade("the management cluster refuses the new topology: " + c.reasonFor(id, err))
 		}
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
 
 	st := magnum.ClusterStatus(UpdateInProgress)
@@ -436,7 +436,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 			continue
 		}
 		if err := c.store.UpdateNodeGroup(ctx, g.UUID, NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
-			return nil, err
+			return nil, rpc.Retry(err)
 		}
 	}
 	tid := target.UUID.Or("")
