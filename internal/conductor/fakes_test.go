@@ -87,7 +87,7 @@ func newFakeStore(f *faults, now func() time.Time) *fakeStore {
 		templates: map[string]*magnum.ClusterTemplate{}}
 }
 
-func cloneCluster(c *magnum.Cluster) *magnum.Cluster { x := *c; return &x }
+func cloneCluster(c *magnum.Cluster) *magnum.Cluster   { x := *c; return &x }
 func cloneGroup(g *magnum.NodeGroup) *magnum.NodeGroup { x := *g; return &x }
 
 func (s *fakeStore) CreateCluster(_ context.Context, c *magnum.Cluster, groups []*magnum.NodeGroup) (bool, error) {

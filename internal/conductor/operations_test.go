@@ -63,8 +63,8 @@ func newHarness(t *testing.T) *harness {
 	}
 	h.c = New(h.store, h.kube, certs.NewManager(h.keys), Options{
 		Flavor: templates.FlavorInMemory, NamespacePrefix: "magnum-", DefaultKubernetesVersion: "v1.36.3",
-		Now: h.clock,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:    h.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	return h
 }
