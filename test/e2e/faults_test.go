@@ -22,7 +22,9 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
@@ -38,8 +40,11 @@ import (
 // It restarts services every other test uses, so `make test` runs it alone, after all other
 // packages (MCB_FAULTS=1); `make soak` runs it with several seeds and prints the table.
 
+// A faultInjector breaks something: before runs before the round's operations are requested (nil:
+// nothing), inject after they were accepted, and returns once the fault is over.
 type faultInjector struct {
 	name   string
+	before func(t *testing.T)
 	inject func(t *testing.T, rng *rand.Rand)
 }
 
@@ -68,25 +73,29 @@ func shell(t *testing.T, script string) {
 	require.NoError(t, err, "%s: %s", script, out)
 }
 
+var apiserverKilled time.Time
+
 var faultInjectors = []faultInjector{
-	{"apiserver killed 40 s", func(t *testing.T, _ *rand.Rand) {
-		killPIDFile(t, "kube-apiserver")
-		time.Sleep(40 * time.Second)
-		runScript(t, "deploy/local/mgmt-up.sh")
-	}},
-	{"MariaDB restarted", func(t *testing.T, _ *rand.Rand) {
+	// The issue's first scenario: the apiserver is already gone when the requests arrive, and back
+	// 40 s later.
+	{"apiserver killed 40 s", func(t *testing.T) { killPIDFile(t, "kube-apiserver"); apiserverKilled = time.Now() },
+		func(t *testing.T, _ *rand.Rand) {
+			time.Sleep(time.Until(apiserverKilled.Add(40 * time.Second)))
+			runScript(t, "deploy/local/mgmt-up.sh")
+		}},
+	{"MariaDB restarted", nil, func(t *testing.T, _ *rand.Rand) {
 		shell(t, "mysqladmin --protocol=socket shutdown && while mysqladmin --protocol=socket ping >/dev/null 2>&1; do sleep 0.2; done")
 		runScript(t, "deploy/local/services.sh")
 	}},
-	{"RabbitMQ restarted", func(t *testing.T, _ *rand.Rand) {
+	{"RabbitMQ restarted", nil, func(t *testing.T, _ *rand.Rand) {
 		shell(t, "rabbitmqctl -q stop_app && rabbitmqctl -q start_app && rabbitmqctl -q await_startup --timeout 120")
 	}},
-	{"Keystone stopped 30 s", func(t *testing.T, _ *rand.Rand) {
+	{"Keystone stopped 30 s", nil, func(t *testing.T, _ *rand.Rand) {
 		runScript(t, "deploy/local/openstack/keystone.sh", "stop")
 		time.Sleep(30 * time.Second)
 		runScript(t, "deploy/local/openstack/keystone.sh", "start")
 	}},
-	{"bridges SIGKILLed", func(t *testing.T, rng *rand.Rand) {
+	{"bridges SIGKILLed", nil, func(t *testing.T, rng *rand.Rand) {
 		time.Sleep(time.Duration(rng.Intn(4000)) * time.Millisecond)
 		killPIDFile(t, "bridge")
 		killPIDFile(t, "bridge-newest")
@@ -100,6 +109,28 @@ type faultEnv struct {
 	t     *testing.T
 	store *db.Store
 	kube  client.Client
+	rpc   *rpc.Client
+	// busyCluster has a write retrying while the apiserver is down: its CA calls must not wait.
+	busyCluster string
+}
+
+// timeCACall is `get_ca_certificate` for a cluster as magnum-api sends it (the first half of
+// `coe cluster config`), timed.
+func (e *faultEnv) timeCACall(id string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	row, err := e.store.GetCluster(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	obj, err := magnum.Encode(row.View(), nil)
+	if err != nil {
+		return 0, err
+	}
+	rctx := &rpc.Context{ProjectID: *row.ProjectID, Project: *row.ProjectID, UserID: *row.UserID, User: *row.UserID}
+	start := time.Now()
+	_, err = e.rpc.Call(ctx, "get_ca_certificate", map[string]any{"cluster": obj, "ca_cert_type": "kubernetes"}, rctx, 20*time.Second)
+	return time.Since(start), err
 }
 
 func (e *faultEnv) status(id string) (string, string) {
@@ -263,6 +294,7 @@ func matrixOps(t *testing.T) []matrixOp {
 		{"update node_count", func(t *testing.T, e *faultEnv, rounds int) {
 			updateID = createCluster(t, cloudDemo, tmpl, "fm-update-"+suffix(), "--node-count", "1")
 			createWait(cloudDemo, updateID)
+			e.busyCluster = updateID
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "update", updateID, "replace", fmt.Sprintf("node_count=%d", 2-r%2))
 			return updateID, "UPDATE_COMPLETE", func() string { return e.consistent(updateID) }
@@ -386,7 +418,7 @@ func TestFaultMatrix(t *testing.T) {
 	}
 	seed, _ := strconv.ParseInt(env("MCB_FAULT_SEED", "1"), 10, 64)
 	rng := rand.New(rand.NewSource(seed))
-	conf, _ := magnumRPC(t)
+	conf, rpcClient := magnumRPC(t)
 	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
 	require.NoError(t, err)
 	t.Cleanup(func() { store.Close() })
@@ -395,7 +427,7 @@ func TestFaultMatrix(t *testing.T) {
 	require.NoError(t, err)
 	kube, err := client.New(cfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)
-	e := &faultEnv{t: t, store: store, kube: kube}
+	e := &faultEnv{t: t, store: store, kube: kube, rpc: rpcClient}
 
 	injectors := faultInjectors
 	if only := os.Getenv("MCB_FAULTS_ONLY"); only != "" {
@@ -427,6 +459,9 @@ func TestFaultMatrix(t *testing.T) {
 			mu   sync.Mutex
 			runs []issued
 		)
+		if f.before != nil {
+			f.before(t)
+		}
 		for _, op := range ops {
 			wg.Add(1)
 			go func() {
@@ -440,7 +475,25 @@ func TestFaultMatrix(t *testing.T) {
 		}
 		wg.Wait()
 		t.Logf("round %d: %d operations accepted; injecting %q", r, len(runs), f.name)
+		var caCall time.Duration
+		var caErr error
+		probe := make(chan struct{})
+		go func() {
+			defer close(probe)
+			if !strings.HasPrefix(f.name, "apiserver") {
+				return
+			}
+			// While the apiserver is down the update of busyCluster retries; its CA is still served.
+			time.Sleep(5 * time.Second)
+			caCall, caErr = e.timeCACall(e.busyCluster)
+		}()
 		f.inject(t, rng)
+		<-probe
+		if strings.HasPrefix(f.name, "apiserver") {
+			require.NoError(t, caErr)
+			t.Logf("get_ca_certificate of a cluster whose update retries (apiserver down): %s", caCall.Round(time.Millisecond))
+			require.Less(t, caCall, 2*time.Second, "coe cluster config waited behind the cluster's write")
+		}
 		for _, run := range runs {
 			wg.Add(1)
 			go func() {
