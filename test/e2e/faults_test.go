@@ -262,15 +262,20 @@ type matrixOp struct {
 	issue   func(t *testing.T, e *faultEnv, r int) (id, want string, check func() string)
 }
 
-func cliNodeNames(t *testing.T, cluster, group string) []string {
-	var out []string
-	for _, n := range workloadNodes(t, cluster) {
-		if strings.Contains(n, group) {
-			out = append(out, n)
+// workerAddresses are the default worker group's node addresses as Magnum stores them.
+func (e *faultEnv) workerAddresses(id string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups, err := e.store.ListNodeGroups(ctx, id)
+	require.NoError(e.t, err)
+	for _, g := range groups {
+		if g.Name == "default-worker" {
+			out := append([]string(nil), g.NodeAddresses...)
+			sort.Strings(out)
+			return out
 		}
 	}
-	sort.Strings(out)
-	return out
+	return nil
 }
 
 func matrixOps(t *testing.T) []matrixOp {
@@ -303,7 +308,9 @@ func matrixOps(t *testing.T) []matrixOp {
 			resizeID = createCluster(t, cloudDemo, tmpl, "fm-resize-"+suffix(), "--node-count", strconv.Itoa(rounds+1))
 			createWait(cloudDemo, resizeID)
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			nodes := cliNodeNames(t, resizeID, "default-worker")
+			// The node names Magnum shows (in-memory nodes have no IPs): no workload API needed, which
+			// may be unreachable in this round.
+			nodes := e.workerAddresses(resizeID)
 			require.NotEmpty(t, nodes)
 			victim := nodes[0]
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", resizeID, strconv.Itoa(len(nodes)-1), "--nodes-to-remove", victim)
@@ -311,7 +318,7 @@ func matrixOps(t *testing.T) []matrixOp {
 				if msg := e.consistent(resizeID); msg != "" {
 					return msg
 				}
-				for _, n := range workloadNodes(t, resizeID) {
+				for _, n := range e.workerAddresses(resizeID) {
 					if n == victim {
 						return "the named node " + victim + " is still there"
 					}
