@@ -27,7 +27,16 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrConflict: Keystone answered 409 (a credential with that name exists for the user).
 	ErrConflict = errors.New("conflict")
+	// ErrUnassignedRole: Keystone answered 400 "Cannot create an application credential with
+	// unassigned role": the roles it computed for the token at that moment lacked one the
+	// credential asks for. For a token that lists the role (CreateClusterCredentials checks that
+	// first) this is Keystone contradicting itself, seen under concurrent creates; it passes, so
+	// it is worth retrying (CreateClusterCredentials does, with backoff).
+	ErrUnassignedRole = errors.New("unassigned role")
 )
+
+// unassignedRoleMessage is how Keystone (keystone/api/users.py, _get_roles) words ErrUnassignedRole.
+const unassignedRoleMessage = "with unassigned role"
 
 // Error is a failed Keystone operation. Its message names the operation, the credential and
 // Keystone's own explanation, and never contains a token or secret: the request bodies that carry
@@ -74,6 +83,8 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusUnauthorized
 	case ErrConflict:
 		return e.StatusCode == http.StatusConflict
+	case ErrUnassignedRole:
+		return e.StatusCode == http.StatusBadRequest && strings.Contains(e.Message, unassignedRoleMessage)
 	}
 	return false
 }
