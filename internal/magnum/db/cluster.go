@@ -187,16 +187,39 @@ func (s *Store) DeleteCluster(ctx context.Context, uuid string) (deleted bool, e
 }
 
 // deleteOrphanNodeGroups removes the node groups of the deleted cluster uuid (none when empty)
-// and those of every cluster deleted more than NodeGroupDeleteDelay ago.
+// and those of every cluster deleted more than NodeGroupDeleteDelay ago. It finds them with a
+// plain read and deletes them by uuid, so that no lock is taken on the other clusters' rows (a
+// locking scan would block their writers on MariaDB); a cluster row never comes back, so what the
+// read found stays an orphan.
 func (s *Store) deleteOrphanNodeGroups(ctx context.Context, uuid string) error {
 	// Timestamps have whole seconds: one second more keeps every reader's full delay.
 	cutoff := s.timestamp().Add(-s.opts.NodeGroupDeleteDelay - time.Second)
 	ng, cl := s.quote("nodegroup"), s.quote("cluster")
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, _ bool) error {
-		_, err := s.exec(ctx, tx, fmt.Sprintf(
-			"DELETE FROM %s WHERE NOT EXISTS (SELECT 1 FROM %s WHERE %s.%s = %s.%s) AND (%s = ? OR %s IS NULL OR %s <= ?)",
-			ng, cl, cl, s.quote("uuid"), ng, s.quote("cluster_id"),
+	var orphans []any
+	err := s.retry(ctx, func(int) error {
+		orphans = orphans[:0]
+		rows, err := s.query(ctx, s.db, fmt.Sprintf(
+			"SELECT %s FROM %s WHERE NOT EXISTS (SELECT 1 FROM %s WHERE %s.%s = %s.%s) AND (%s = ? OR %s IS NULL OR %s <= ?)",
+			s.quote("uuid"), ng, cl, cl, s.quote("uuid"), ng, s.quote("cluster_id"),
 			s.quote("cluster_id"), s.quote("updated_at"), s.quote("updated_at")), uuid, cutoff)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			orphans = append(orphans, id)
+		}
+		return rows.Err()
+	})
+	if err != nil || len(orphans) == 0 {
+		return err
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, _ bool) error {
+		_, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", ng, s.quote("uuid"), placeholders(len(orphans))), orphans...)
 		return err
 	})
 }
