@@ -273,7 +273,8 @@ func (c *Client) createGeneration(ctx context.Context, clusterUUID string, gener
 
 // replaceCredential deletes any credential of the caller with the target name and creates it anew.
 // A 409 means a concurrent creator slipped in between; one more round settles it. Keystone's
-// transient ErrUnassignedRole is retried with backoff (the client's RetryPolicy).
+// transient ErrUnassignedRole and ErrApplicationCredentialMethod (for a token that is not an
+// application credential's) are retried with backoff (the client's RetryPolicy).
 func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purpose Purpose, generation int, opts CreateOptions) (*ApplicationCredential, error) {
 	name := CredentialName(clusterUUID, purpose, generation)
 	description := fmt.Sprintf("Magnum cluster %s", clusterUUID)
@@ -312,8 +313,10 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 				// A concurrent creator slipped in between; one more round settles it.
 				conflicts++
 				continue
-			case errors.Is(err, ErrUnassignedRole):
-				// checkCreate saw the role in the token: Keystone's answer is transient.
+			case errors.Is(err, ErrUnassignedRole),
+				errors.Is(err, ErrApplicationCredentialMethod) && c.who.ApplicationCredentialID == "":
+				// checkCreate saw the role in the token, and the token is not an application
+				// credential's: Keystone misread the request, which passes.
 				if retry.wait(ctx) {
 					continue
 				}

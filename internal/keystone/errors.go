@@ -33,10 +33,19 @@ var (
 	// first) this is Keystone contradicting itself, seen under concurrent creates; it passes, so
 	// it is worth retrying (CreateClusterCredentials does, with backoff).
 	ErrUnassignedRole = errors.New("unassigned role")
+	// ErrApplicationCredentialMethod: Keystone answered 403 "Using method 'application_credential'
+	// is not allowed for managing additional application credentials": it took the request's token
+	// for an application credential's. For a token issued otherwise (Identity.Methods) this is
+	// Keystone misreading the request, seen with 8 concurrent creates on the local stack (Keystone
+	// under uwsgi with threads); CreateClusterCredentials retries it like ErrUnassignedRole.
+	ErrApplicationCredentialMethod = errors.New("application credential method refused")
 )
 
-// unassignedRoleMessage is how Keystone (keystone/api/users.py, _get_roles) words ErrUnassignedRole.
-const unassignedRoleMessage = "with unassigned role"
+// How Keystone (keystone/api/users.py) words ErrUnassignedRole and ErrApplicationCredentialMethod.
+const (
+	unassignedRoleMessage        = "with unassigned role"
+	applicationCredentialRefusal = "Using method 'application_credential' is not allowed"
+)
 
 // Error is a failed Keystone operation. Its message names the operation, the credential and
 // Keystone's own explanation, and never contains a token or secret: the request bodies that carry
@@ -85,6 +94,8 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusConflict
 	case ErrUnassignedRole:
 		return e.StatusCode == http.StatusBadRequest && strings.Contains(e.Message, unassignedRoleMessage)
+	case ErrApplicationCredentialMethod:
+		return e.StatusCode == http.StatusForbidden && strings.Contains(e.Message, applicationCredentialRefusal)
 	}
 	return false
 }

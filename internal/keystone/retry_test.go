@@ -22,17 +22,43 @@ type fakeKeystone struct {
 	*httptest.Server
 	mu            sync.Mutex
 	refuseCreates int
+	refusal       keystoneRefusal
 	creates       int
 	createdAt     []time.Time
+	// appCredToken: the token validates as an application credential's.
+	appCredToken bool
 }
 
+// keystoneRefusal is an error answer of Keystone's to an application-credential create.
+type keystoneRefusal struct {
+	status  int
+	message string
+}
+
+var (
+	unassignedRole = keystoneRefusal{http.StatusBadRequest,
+		"Invalid application credential: Cannot create an application credential with unassigned role"}
+	applicationCredentialMethod = keystoneRefusal{http.StatusForbidden,
+		"You are not authorized to perform the requested action: Using method 'application_credential' is not allowed for managing additional application credentials."}
+)
+
 func newFakeKeystone(t *testing.T, refuseCreates int) *fakeKeystone {
-	f := &fakeKeystone{refuseCreates: refuseCreates}
+	return newFakeKeystoneRefusing(t, refuseCreates, unassignedRole, false)
+}
+
+func newFakeKeystoneRefusing(t *testing.T, refuseCreates int, refusal keystoneRefusal, appCredToken bool) *fakeKeystone {
+	f := &fakeKeystone{refuseCreates: refuseCreates, refusal: refusal, appCredToken: appCredToken}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v3/auth/tokens", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Subject-Token", "fake-token")
+		methods := []string{"password"}
+		var appCred any
+		if f.appCredToken {
+			methods, appCred = []string{"application_credential"}, map[string]any{"id": "app-cred-id", "restricted": true}
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"token": map[string]any{
-			"methods": []string{"password"}, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+			"application_credential": appCred,
+			"methods":                methods, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 			"user":    map[string]any{"id": "demo-id", "name": "demo", "domain": map[string]any{"id": "default"}},
 			"project": map[string]any{"id": "project-id", "name": "demo", "domain": map[string]any{"id": "default"}},
 			"roles":   []map[string]any{{"id": "member-id", "name": "member"}, {"id": "reader-id", "name": "reader"}},
@@ -55,8 +81,8 @@ func newFakeKeystone(t *testing.T, refuseCreates int) *fakeKeystone {
 		refuse := f.creates <= f.refuseCreates
 		f.mu.Unlock()
 		if refuse {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": 400, "title": "Bad Request",
-				"message": "Invalid application credential: Cannot create an application credential with unassigned role"}})
+			writeJSON(w, f.refusal.status, map[string]any{"error": map[string]any{"code": f.refusal.status,
+				"title": http.StatusText(f.refusal.status), "message": f.refusal.message}})
 			return
 		}
 		name := body.ApplicationCredential.Name
@@ -133,6 +159,22 @@ func TestCreateGivesUpOnPersistentRoleDenialWithinItsDeadline(t *testing.T) {
 		CreateClusterCredentials(ctx, retryClusterUUID, CreateOptions{})
 	require.True(t, errors.Is(err, ErrUnassignedRole) || errors.Is(err, context.DeadlineExceeded), "%v", err)
 	require.Less(t, time.Since(start), deadline+100*time.Millisecond, "the context's deadline bounds the retries")
+}
+
+// Keystone taking a password token for an application credential's (seen under concurrent creates)
+// is retried too; the same answer for a token that is an application credential's is final.
+func TestCreateRetriesKeystoneMisreadingTheTokenMethod(t *testing.T) {
+	policy := RetryPolicy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, Budget: 5 * time.Second}
+	f := newFakeKeystoneRefusing(t, 2, applicationCredentialMethod, false)
+	_, err := f.client(t, policy).CreateClusterCredentials(context.Background(), retryClusterUUID, CreateOptions{})
+	require.NoError(t, err)
+	require.Len(t, f.createTimes(), 4, "two refused creates, then both credentials")
+
+	f = newFakeKeystoneRefusing(t, 2, applicationCredentialMethod, true)
+	_, err = f.client(t, policy).CreateClusterCredentials(context.Background(), retryClusterUUID, CreateOptions{})
+	require.ErrorIs(t, err, ErrApplicationCredentialMethod)
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Len(t, f.createTimes(), 1, "an application credential's token really may not: no retry")
 }
 
 // Only that answer is retried: any other 400 is final at once.
