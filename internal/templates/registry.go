@@ -134,7 +134,10 @@ var Registry = []LabelSpec{
 		Effect:      "Variable `apiServerLoadBalancer.availabilityZone` → OpenStackCluster `apiServerLoadBalancer.availabilityZone`."},
 
 	// --- Machines and placement --------------------------------------------------------------------
+	// Horizon's Create Cluster dialog always sends the zone picked from Nova's list: on a backend
+	// without zones, Nova's default zone "nova" asks for what happens anyway (issue 15).
 	{Name: "availability_zone", Group: GroupPlacement, Type: LabelString, Anchors: aHeatVex, Flavors: onlyCAPO, NodeGroup: true,
+		Honored:     []string{"nova"},
 		Description: "Nova availability zone of the nodes.",
 		Effect:      "Worker MachineDeployment `failureDomain` (CAPO's availability zone), per node group when the group's labels set it; also the control plane's zone when control_plane_availability_zones is not set."},
 	{Name: "control_plane_availability_zones", Group: GroupPlacement, Type: LabelNameList, Anchors: aVex, Flavors: onlyCAPO,
