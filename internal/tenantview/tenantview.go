@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 )
