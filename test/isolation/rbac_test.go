@@ -185,7 +185,9 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 		f.bridge.Create(ctx, binding(capi.SecretReaderRole, rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	// The tenant view's role: only to the Keystone group of the namespace's own project.
-	group := func(name string) rbacv1.Subject { return rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: name} }
+	group := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: name}
+	}
 	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(project))), dry))
 	refused("the viewer role for another project's group",
 		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(randomHex(16)))), dry),
@@ -238,7 +240,9 @@ func TestProjectViewerRBAC(t *testing.T) {
 		{Resource: "events"}, {Group: "events.k8s.io", Resource: "events"},
 	}
 	// Poll: the authorizer follows new RoleBindings through a watch.
-	require.Eventually(t, func() bool { return sar(attrs{Namespace: ns, Verb: "list", Group: "cluster.x-k8s.io", Resource: "clusters"}) },
+	require.Eventually(t, func() bool {
+		return sar(attrs{Namespace: ns, Verb: "list", Group: "cluster.x-k8s.io", Resource: "clusters"})
+	},
 		10*time.Second, 100*time.Millisecond)
 	for _, a := range read {
 		for _, verb := range []string{"get", "list", "watch"} {
