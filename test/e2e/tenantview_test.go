@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
+	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/stretchr/testify/require"
 
@@ -321,4 +322,27 @@ func TestDiscoveryDocument(t *testing.T) {
 		return false
 	}, 20*time.Second, 500*time.Millisecond, "the new flavor %s is not in the document", name)
 	t.Logf("new flavor listed %s after it was added", time.Since(added).Round(100*time.Millisecond))
+}
+
+// TestTenantViewRefusesExpiredTokens: a token of an application credential that expires 30 s from now
+// (Keystone's shortest way to an expiring token; its tokens otherwise live an hour) reads the project's
+// namespace, and is refused once it has expired.
+func TestTenantViewRefusesExpiredTokens(t *testing.T) {
+	requireStack(t)
+	expires := time.Now().Add(30 * time.Second).UTC()
+	var cred struct{ ID, Secret string }
+	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "application", "credential", "create", "e2e-expiring-"+suffix(),
+		"--expiration", expires.Format("2006-01-02T15:04:05"), "-f", "json")), &cred))
+	t.Cleanup(func() { _, _ = openstack(t, cloudDemo, "application", "credential", "delete", cred.ID) })
+	provider, err := gcopenstack.AuthenticatedClient(context.Background(), gophercloud.AuthOptions{IdentityEndpoint: keystoneURL,
+		ApplicationCredentialID: cred.ID, ApplicationCredentialSecret: cred.Secret})
+	require.NoError(t, err)
+	token := provider.Token()
+	project := userTokenOf(t, cloudDemo).ProjectID
+	path := "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + templates.NamespaceFor(zedPrefix, project) + "/clusters"
+	require.Equal(t, http.StatusOK, apiStatus(t, token, path))
+	require.Eventually(t, func() bool { return apiStatus(t, token, path) == http.StatusUnauthorized }, 90*time.Second, 2*time.Second,
+		"the expired token is still accepted")
+	t.Logf("token refused %s after its expiry", time.Since(expires).Round(time.Second))
+	require.False(t, time.Now().Before(expires), "refused before it expired")
 }
