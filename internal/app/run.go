@@ -110,6 +110,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
+		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 	})
 	mgr.NamespacePrefix = o.Bridge.NamespacePrefix
 	if err := mgr.Watch(cond); err != nil {
@@ -117,6 +118,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	rpcOpts := o.RPC
 	rpcOpts.Logger = log
+	rpcOpts.KeyFunc = conductor.KeyFunc
 	srv, err := rpc.NewServer(rpcOpts)
 	if err != nil {
 		return err
@@ -131,6 +133,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	for _, l := range listeners {
 		g.Go(func() error { return l.serve(ctx, log) })
 	}
+	g.Go(func() error { return cond.RunOperations(ctx, o.Bridge.OperationWorkers) })
 	g.Go(func() error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil

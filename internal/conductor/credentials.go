@@ -183,7 +183,7 @@ func cloudTransient(err error) bool {
 // deleted, so the cluster never holds a credential that does not work. The cluster's status is left
 // alone: nothing about the cluster itself changes.
 func (c *Conductor) CredentialRotate(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Rotating the credential of a cluster", credentialRotatable)
+	cl, err := c.loadForUpdate(ctx, req, "Rotating the credential of a cluster", credentialRotatable, nil)
 	if err != nil {
 		return nil, err
 	}

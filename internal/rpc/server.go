@@ -471,6 +471,9 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 
 	t.attempts++
 	req.Attempt = t.attempts
+	if req.FirstAttempt.IsZero() {
+		req.FirstAttempt = time.Now()
+	}
 	start := time.Now()
 	result, err := s.invoke(h, req)
 	elapsed := time.Since(start)
