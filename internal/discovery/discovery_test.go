@@ -68,6 +68,7 @@ func TestBuild(t *testing.T) {
 	require.Len(t, d.Interfaces, 2)
 	k := d.Interfaces[1].(KubernetesInterface)
 	require.Equal(t, "magnum-<keystone project id>", k.NamespaceRule)
+	require.Contains(t, k.Resources, "devmachines.infrastructure.cluster.x-k8s.io")
 	require.False(t, d.StorageClasses.Available)
 	require.Contains(t, d.StorageClasses.Note, "no Cinder")
 	require.NotEmpty(t, d.Labels)

@@ -161,8 +161,8 @@ func Build(f Facts, s Settings, now time.Time) Document {
 			NamespaceRule:  s.NamespacePrefix + "<keystone project id>",
 			Authentication: "a Keystone token as bearer token (kubeconfig exec credential running `openstack token issue`), validated by the bridge's token webhook",
 			Access:         "read-only (get, list, watch) in the token's project namespace; never Secrets",
-			Resources: []string{"clusters.cluster.x-k8s.io", "machinedeployments.cluster.x-k8s.io", "machinesets.cluster.x-k8s.io",
-				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io", infraResources(s.Flavor), "events"},
+			Resources: append([]string{"clusters.cluster.x-k8s.io", "machinedeployments.cluster.x-k8s.io", "machinesets.cluster.x-k8s.io",
+				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"}, append(infraResources(s.Flavor), "events")...),
 			Documentation: "docs/tenant-view.md"})
 	}
 	d.KubernetesVersions = versions(f, s.DefaultKubernetesVersion)
@@ -178,11 +178,11 @@ func Build(f Facts, s Settings, now time.Time) Document {
 	return d
 }
 
-func infraResources(f templates.Flavor) string {
+func infraResources(f templates.Flavor) []string {
 	if f == templates.FlavorOpenStack {
-		return "openstackclusters.infrastructure.cluster.x-k8s.io, openstackmachines.infrastructure.cluster.x-k8s.io"
+		return []string{"openstackclusters.infrastructure.cluster.x-k8s.io", "openstackmachines.infrastructure.cluster.x-k8s.io"}
 	}
-	return "devclusters.infrastructure.cluster.x-k8s.io, devmachines.infrastructure.cluster.x-k8s.io"
+	return []string{"devclusters.infrastructure.cluster.x-k8s.io", "devmachines.infrastructure.cluster.x-k8s.io"}
 }
 
 // versions are the Kubernetes versions of the public images (kube_version property, else the
