@@ -53,36 +53,25 @@ func userTokenOf(t *testing.T, cloud string) userToken {
 	return tok
 }
 
-// execKubeconfig is the documented management-cluster kubeconfig of docs/tenant-view.md: an exec
-// credential that runs `openstack token issue` for the cloud.
+// execCredentialScript is the exec credential of docs/tenant-view.md's one-liner: a Keystone token
+// of the current OS_CLOUD as an ExecCredential.
+const execCredentialScript = `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' "$(openstack token issue -f value -c id)"`
+
+// execKubeconfig builds the management-cluster kubeconfig with the kubectl commands of
+// docs/tenant-view.md, for one cloud of clouds.yaml.
 func execKubeconfig(t *testing.T, cloud string) string {
 	t.Helper()
-	ca, err := os.ReadFile(mgmtCA)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), cloud+".kubeconfig")
-	script := `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' "$(openstack token issue -f value -c id)"`
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: magnum-management
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: keystone
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1
-      interactiveMode: Never
-      command: sh
-      args: ["-c", %q]
-      env: [{name: OS_CLOUD, value: %s}]
-contexts:
-- name: keystone
-  context: {cluster: magnum-management, user: keystone}
-current-context: keystone
-`, mgmtServer, base64.StdEncoding.EncodeToString(ca), script, cloud)
-	require.NoError(t, os.WriteFile(path, []byte(kc), 0o600))
+	for _, args := range [][]string{
+		{"set-cluster", "magnum", "--server=" + mgmtServer, "--certificate-authority=" + mgmtCA, "--embed-certs"},
+		{"set-credentials", "keystone", "--exec-api-version=client.authentication.k8s.io/v1", "--exec-interactive-mode=Never",
+			"--exec-command=sh", "--exec-arg=-c", "--exec-arg=" + execCredentialScript, "--exec-env=OS_CLOUD=" + cloud},
+		{"set-context", "magnum", "--cluster=magnum", "--user=keystone"},
+		{"use-context", "magnum"},
+	} {
+		out, err := exec.Command(kubectlBin, append([]string{"--kubeconfig", path, "config"}, args...)...).CombinedOutput()
+		require.NoError(t, err, "kubectl config %v: %s", args, out)
+	}
 	return path
 }
 
