@@ -54,8 +54,9 @@ func userTokenOf(t *testing.T, cloud string) userToken {
 }
 
 // execCredentialScript is the exec credential of docs/tenant-view.md's one-liner: a Keystone token
-// of the current OS_CLOUD as an ExecCredential.
-const execCredentialScript = `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' "$(openstack token issue -f value -c id)"`
+// of the current OS_CLOUD as an ExecCredential. kubectl reads --exec-arg as CSV, so the JSON's commas
+// and double quotes are printf's octal escapes.
+const execCredentialScript = `printf '{\042apiVersion\042:\042client.authentication.k8s.io/v1\042\054\042kind\042:\042ExecCredential\042\054\042status\042:{\042token\042:\042%s\042}}' $(openstack token issue -f value -c id)`
 
 // execKubeconfig builds the management-cluster kubeconfig with the kubectl commands of
 // docs/tenant-view.md, for one cloud of clouds.yaml.
