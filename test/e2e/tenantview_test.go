@@ -231,7 +231,7 @@ func TestTenantViewRefusesBadTokens(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, apiStatus(t, wrong, "/api/v1/namespaces/default/pods"))
 	out, err := tenantKubectl(tokenKubeconfig(t, wrong), "get", "clusters.cluster.x-k8s.io", "-n", "default")
 	require.Error(t, err)
-	require.Contains(t, out, "Unauthorized")
+	require.Contains(t, out, "the server has asked for the client to provide credentials", "kubectl's words for 401")
 	logs, err := os.ReadFile(bridgeLog)
 	require.NoError(t, err)
 	require.NotContains(t, string(logs), wrong)
