@@ -17,12 +17,12 @@ root=$(cd "$here/../.." && pwd)
 . "$here/versions.env"
 case ${1:-zed} in
 zed)
-  name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release=""
+  name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release="" views=1
   ;;
 newest)
   # Only NEWEST_ROOT: stack.env's MCB_STATE_DIR means something else to mgmt-common.sh (bridge-rbac.sh).
   newest_root=$(. "$here/openstack/stack.env" && echo "$NEWEST_ROOT")
-  name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23
+  name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23 views=0
   [ -s "$magnum_conf" ] || { log "no $magnum_conf: run deploy/local/openstack/newest-up.sh first"; exit 1; }
   ;;
 *)
@@ -52,6 +52,26 @@ CONF
 # BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout); a change
 # restarts the bridge, and running bridge-up.sh again without it restores the default.
 [ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
+if [ "$views" = 1 ]; then
+  # The tenant view (docs/tenant-view.md): Keystone tokens read their project's namespace through the
+  # token webhook that mgmt-up.sh points the apiserver at (HTTPS, the token-webhook certificate), and
+  # the discovery document (docs/discovery.md). Short caches, so that tests see a revoked token or a
+  # new flavor within seconds.
+  pki=$(. "$here/mgmt-common.sh" && echo "$PKI_DIR:$TOKEN_WEBHOOK_PORT")
+  webhook_port=${pki##*:} pki=${pki%:*}
+  cat >> "$conf.new" <<CONF
+tenant_view = true
+token_webhook_bind = 127.0.0.1:$webhook_port
+tenant_view_cache_ttl = 5
+discovery_bind = 127.0.0.1:9513
+discovery_cache_ttl = 5
+CONF
+  if [ -s "$pki/token-webhook.crt" ]; then
+    printf 'token_webhook_cert_file = %s\ntoken_webhook_key_file = %s\n' "$pki/token-webhook.crt" "$pki/token-webhook.key" >> "$conf.new"
+  else
+    log "no $pki/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
+  fi
+fi
 stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
 if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
   log "$name already running (pid $(cat "$MCB_RUN/$name.pid"))"; rm -f "$conf.new"; exit 0

@@ -19,6 +19,10 @@ ADMIN_KUBECONFIG=$STATE_DIR/admin.kubeconfig
 
 # Ports (all on 127.0.0.1; see shared/reference/k8s-local.md for the ones CAPD binds on all interfaces).
 APISERVER_PORT=16443
+# The zed bridge's Keystone token webhook (docs/tenant-view.md), which the apiserver asks about bearer
+# tokens no other authenticator knows; bridge-up.sh serves it with the token-webhook certificate.
+TOKEN_WEBHOOK_PORT=9514
+TOKEN_WEBHOOK_KUBECONFIG=$STATE_DIR/token-webhook.kubeconfig
 ETCD_CLIENT_PORT=23790
 ETCD_PEER_PORT=23791
 KCM_PORT=10257

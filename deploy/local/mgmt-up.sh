@@ -107,6 +107,8 @@ ensure_pki() {
   fi
   fresh "$PKI_DIR/serving.crt" || issue serving "/CN=127.0.0.1" v3_serving
   fresh "$PKI_DIR/admin.crt" || issue admin "/O=system:masters/CN=magnum-capi-bridge-admin" v3_client
+  # The bridge's token webhook serves HTTPS with its own certificate (127.0.0.1), not the apiserver's key.
+  fresh "$PKI_DIR/token-webhook.crt" || issue token-webhook "/CN=magnum-capi-bridge token webhook" v3_serving
   # The managers read tls.crt/tls.key from --webhook-cert-dir.
   cmp -s "$PKI_DIR/serving.crt" "$PKI_DIR/webhook/tls.crt" || cp "$PKI_DIR/serving.crt" "$PKI_DIR/webhook/tls.crt"
   cmp -s "$PKI_DIR/serving.key" "$PKI_DIR/webhook/tls.key" || install -m 600 "$PKI_DIR/serving.key" "$PKI_DIR/webhook/tls.key"
@@ -184,6 +186,33 @@ wait_ready etcd "http://127.0.0.1:$ETCD_CLIENT_PORT/health" 60
 step_done "etcd ready on 127.0.0.1:$ETCD_CLIENT_PORT"
 
 # ServiceAccount admission is off: no token controller runs, and nothing here needs pod tokens.
+# Keystone tokens: the apiserver asks the zed bridge's webhook (TokenReview v1) about any bearer token
+# that neither its ServiceAccount tokens nor client certificates explain, and caches the answer 10 s
+# (the bridge caches its Keystone validation 5 s more), so a revoked token is refused within ~15 s.
+write_token_webhook_kubeconfig() {
+  local tmp=$TOKEN_WEBHOOK_KUBECONFIG.tmp
+  cat >"$tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: magnum-capi-bridge-token-webhook
+  cluster:
+    server: https://127.0.0.1:$TOKEN_WEBHOOK_PORT/tokenreview
+    certificate-authority: $PKI_DIR/ca.crt
+users:
+- name: kube-apiserver
+  user: {}
+contexts:
+- name: webhook
+  context:
+    cluster: magnum-capi-bridge-token-webhook
+    user: kube-apiserver
+current-context: webhook
+EOF
+  if cmp -s "$tmp" "$TOKEN_WEBHOOK_KUBECONFIG"; then rm -f "$tmp"; else mv "$tmp" "$TOKEN_WEBHOOK_KUBECONFIG"; fi
+}
+write_token_webhook_kubeconfig
+
 ensure_running kube-apiserver - -- \
   --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
@@ -192,7 +221,9 @@ ensure_running kube-apiserver - -- \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$PKI_DIR/sa.pub" --service-account-signing-key-file="$PKI_DIR/sa.key" \
   --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=RBAC --allow-privileged=true \
-  --disable-admission-plugins=ServiceAccount --enable-priority-and-fairness=false --profiling=false
+  --disable-admission-plugins=ServiceAccount --enable-priority-and-fairness=false --profiling=false \
+  --authentication-token-webhook-config-file="$TOKEN_WEBHOOK_KUBECONFIG" --authentication-token-webhook-version=v1 \
+  --authentication-token-webhook-cache-ttl=10s
 wait_ready kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" 120 "${tls[@]}"
 step_done "kube-apiserver ready on 127.0.0.1:$APISERVER_PORT"
 

@@ -4,6 +4,7 @@ package app
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -17,10 +18,12 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/discovery"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
 // DefaultConfigFiles are read when no --config-file is given: Magnum's own file, then the bridge's.
@@ -70,11 +73,44 @@ type BridgeOptions struct {
 	// Credentials configures the per-cluster Keystone application credentials; nil when
 	// [bridge] cluster_credentials is off.
 	Credentials *CredentialOptions
+	// TenantView is the Keystone login to the management cluster (docs/tenant-view.md); nil when
+	// [bridge] tenant_view is off.
+	TenantView *TenantViewOptions
+	// Discovery serves /.well-known/managed-kubernetes.json (docs/discovery.md); nil when
+	// [bridge] discovery_bind is empty.
+	Discovery *DiscoveryOptions
 	// UpdateTimeout and DeleteTimeout are the deadlines of updates and deletes (update_timeout,
 	// delete_timeout, in minutes like Magnum's create_timeout).
 	UpdateTimeout, DeleteTimeout time.Duration
 	// OperationWorkers is how many clusters the operation driver works on at once.
 	OperationWorkers int
+}
+
+// TenantViewOptions are [bridge] tenant_view*, token_webhook_*.
+type TenantViewOptions struct {
+	// WebhookBind is where the TokenReview webhook listens; empty: this instance only binds the
+	// viewer role (another instance serves the webhook).
+	WebhookBind string
+	// CertFile and KeyFile make the webhook serve HTTPS; without them it serves plain HTTP, which
+	// is allowed on a loopback address only (the apiserver sends tokens).
+	CertFile, KeyFile string
+	CacheTTL          time.Duration
+	// KeystoneURL validates the tokens ([keystone_authtoken] auth_url).
+	KeystoneURL      string
+	KeystoneCAFile   string
+	KeystoneInsecure bool
+}
+
+// DiscoveryOptions are [bridge] discovery_*.
+type DiscoveryOptions struct {
+	Bind     string
+	CacheTTL time.Duration
+	// Service is the identity that lists flavors, images and the catalog (Magnum's service user).
+	Service keystone.PasswordAuth
+	Region  string
+	// Server is the management cluster's API server URL as tenants reach it (tenant_view_server;
+	// default: the bridge's kubeconfig).
+	Server string
 }
 
 // CredentialOptions are the [bridge] cluster_credential* and cloud_* settings plus Magnum's
@@ -162,6 +198,12 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
 		return nil, err
 	}
+	if b.TenantView, err = tenantViewOptionsFrom(f); err != nil {
+		return nil, err
+	}
+	if b.Discovery, err = discoveryOptionsFrom(f); err != nil {
+		return nil, err
+	}
 	if b.UpdateTimeout, err = minutesOption(f, "update_timeout", conductor.DefaultUpdateTimeout); err != nil {
 		return nil, err
 	}
@@ -240,4 +282,79 @@ func credentialOptionsFrom(f *config.File, flavor templates.Flavor) (*Credential
 		}
 	}
 	return c, nil
+}
+
+func tenantViewOptionsFrom(f *config.File) (*TenantViewOptions, error) {
+	on, err := f.Bool(bridgeSection, "tenant_view", false)
+	if err != nil || !on {
+		return nil, err
+	}
+	t := &TenantViewOptions{
+		WebhookBind: f.String(bridgeSection, "token_webhook_bind", ""),
+		CertFile:    f.String(bridgeSection, "token_webhook_cert_file", ""),
+		KeyFile:     f.String(bridgeSection, "token_webhook_key_file", ""),
+	}
+	if t.CacheTTL, err = f.Seconds(bridgeSection, "tenant_view_cache_ttl", tenantview.DefaultCacheTTL); err != nil {
+		return nil, err
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, &config.Error{Section: bridgeSection, Key: "token_webhook_cert_file", Reason: "token_webhook_cert_file and token_webhook_key_file go together"}
+	}
+	for key, file := range map[string]string{"token_webhook_cert_file": t.CertFile, "token_webhook_key_file": t.KeyFile} {
+		if file != "" {
+			if _, err := os.Stat(file); err != nil {
+				return nil, &config.Error{Section: bridgeSection, Key: key, Reason: err.Error()}
+			}
+		}
+	}
+	if t.WebhookBind != "" {
+		host, _, err := net.SplitHostPort(t.WebhookBind)
+		if err != nil {
+			return nil, &config.Error{Section: bridgeSection, Key: "token_webhook_bind", Reason: "want host:port, " + err.Error()}
+		}
+		if t.CertFile == "" && !isLoopback(host) {
+			return nil, &config.Error{Section: bridgeSection, Key: "token_webhook_bind",
+				Reason: "the apiserver sends Keystone tokens to the webhook: off a loopback address it must serve HTTPS (token_webhook_cert_file, token_webhook_key_file)"}
+		}
+	}
+	service, err := keystone.ServiceAuthFromConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	t.KeystoneURL, t.KeystoneCAFile, t.KeystoneInsecure = service.AuthURL, service.CAFile, service.Insecure
+	return t, nil
+}
+
+func discoveryOptionsFrom(f *config.File) (*DiscoveryOptions, error) {
+	bind := f.String(bridgeSection, "discovery_bind", "")
+	if bind == "" {
+		return nil, nil
+	}
+	if _, _, err := net.SplitHostPort(bind); err != nil {
+		return nil, &config.Error{Section: bridgeSection, Key: "discovery_bind", Reason: "want host:port, " + err.Error()}
+	}
+	d := &DiscoveryOptions{Bind: bind, Server: f.String(bridgeSection, "tenant_view_server", ""),
+		Region: f.String(bridgeSection, "cloud_region_name", f.String("keystone_authtoken", "region_name", ""))}
+	var err error
+	if d.CacheTTL, err = f.Seconds(bridgeSection, "discovery_cache_ttl", discovery.DefaultCacheTTL); err != nil {
+		return nil, err
+	}
+	if d.Server != "" {
+		if u, err := url.Parse(d.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, &config.Error{Section: bridgeSection, Key: "tenant_view_server", Reason: "want the https URL of the management cluster's API server"}
+		}
+	}
+	if d.Service, err = keystone.ServiceAuthFromConfig(f); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// isLoopback: "localhost" or a loopback IP.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

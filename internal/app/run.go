@@ -65,6 +65,27 @@ func Run(ctx context.Context, o *Options, version string) error {
 		return err
 	}
 	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
+	mgr.Client.ProjectViewers = o.Bridge.TenantView != nil
+	var listeners []*listener
+	defer func() {
+		for _, l := range listeners {
+			l.ln.Close()
+		}
+	}()
+	if t := o.Bridge.TenantView; t != nil && t.WebhookBind != "" {
+		l, err := tokenWebhookListener(t, log)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, l)
+	}
+	if o.Bridge.Discovery != nil {
+		l, err := discoveryListener(o, st, cfg, log)
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, l)
+	}
 	versions := magnum.NewVersions(nil)
 	if o.Bridge.MagnumRelease != "" {
 		preset, err := magnum.ReleaseVersions(o.Bridge.MagnumRelease)
@@ -109,6 +130,9 @@ func Run(ctx context.Context, o *Options, version string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return st.Heartbeat(ctx, o.Host, o.HeartbeatInterval) })
 	g.Go(func() error { return mgr.Start(ctx) })
+	for _, l := range listeners {
+		g.Go(func() error { return l.serve(ctx, log) })
+	}
 	g.Go(func() error { return cond.RunOperations(ctx, o.Bridge.OperationWorkers) })
 	g.Go(func() error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {

@@ -54,6 +54,9 @@ type Client struct {
 	// NamespaceQuota is the ResourceQuota of every project namespace ([bridge] namespace_quota);
 	// nil means DefaultNamespaceQuota.
 	NamespaceQuota corev1.ResourceList
+	// ProjectViewers binds ProjectViewerRole to the project's Keystone group in every project
+	// namespace ([bridge] tenant_view).
+	ProjectViewers bool
 	self           selfSubject
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
 // Names of the per-project objects next to the namespace.
@@ -34,6 +35,12 @@ const (
 	// cluster-wide and its writes are confined to project namespaces by admission policy, but a read
 	// cannot be confined that way, and Secrets elsewhere (kube-system, CAPO's) are none of its business.
 	SecretReaderRole = "magnum-capi-bridge-secret-reader"
+	// ViewerBindingName binds ProjectViewerRole to the project's Keystone group
+	// (tenantview.ProjectGroup) in a project namespace, when [bridge] tenant_view is on.
+	ViewerBindingName = "magnum-project-viewers"
+	// ProjectViewerRole is the ClusterRole (deploy/kubernetes/rbac.yaml) of a project's members in
+	// their namespace: get, list and watch of the CAPI objects and events; no Secrets, no writes.
+	ProjectViewerRole = "magnum-project-viewer"
 )
 
 // DefaultNamespaceQuota is [bridge] namespace_quota when unset: object-count limits that stop one
@@ -141,7 +148,15 @@ func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID str
 	if err != nil {
 		return err
 	}
-	if err := c.Apply(ctx, ns, rb, np, rq); err != nil {
+	objects := []*unstructured.Unstructured{ns, rb, np, rq}
+	if c.ProjectViewers {
+		vb, err := toApply(viewerBinding(name, projectID))
+		if err != nil {
+			return err
+		}
+		objects = append(objects, vb)
+	}
+	if err := c.Apply(ctx, objects...); err != nil {
 		return err
 	}
 	return c.waitSecretAccess(ctx, name)
@@ -235,6 +250,17 @@ func secretReaderBinding(namespace string, self rbacv1.Subject) *rbacv1.RoleBind
 			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
 		Subjects: []rbacv1.Subject{self},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: SecretReaderRole},
+	}
+}
+
+// viewerBinding lets the tokens scoped to the project read its CAPI objects (docs/tenant-view.md).
+func viewerBinding(namespace, projectID string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: ViewerBindingName, Namespace: namespace,
+			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(projectID)}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProjectViewerRole},
 	}
 }
 

@@ -40,3 +40,11 @@ func TestDefaultDenyPolicyDeniesBothDirections(t *testing.T) {
 	require.False(t, hasStatus)
 	require.Equal(t, "magnum-p", u.GetNamespace())
 }
+
+func TestViewerBinding(t *testing.T) {
+	rb := viewerBinding("magnum-p1", "p1")
+	require.Equal(t, ViewerBindingName, rb.Name)
+	require.Equal(t, "magnum-p1", rb.Namespace)
+	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProjectViewerRole}, rb.RoleRef)
+	require.Equal(t, []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "keystone:project:p1"}}, rb.Subjects)
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,6 +40,9 @@ type Cloud struct {
 	computeMax       microversion
 	serverGroupQuota int
 	groups           serverGroups
+
+	// flavorsMu guards seed.Flavors, which POST/DELETE /flavors change (flavors.go).
+	flavorsMu sync.RWMutex
 }
 
 // Option configures a Cloud.
@@ -343,6 +347,8 @@ func (c *Cloud) computeRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.1/flavors/detail", c.listFlavors(true))
 	mux.HandleFunc("GET /v2.1/flavors/{id}", c.getFlavor)
 	mux.HandleFunc("GET /v2.1/os-keypairs", c.listKeypairs)
+	mux.HandleFunc("POST /v2.1/flavors", c.createFlavor)
+	mux.HandleFunc("DELETE /v2.1/flavors/{id}", c.deleteFlavor)
 	mux.HandleFunc("GET /v2.1/os-keypairs/{name}", c.getKeypair)
 	mux.HandleFunc("GET /v2.1/os-availability-zone", listAvailabilityZones)
 	mux.HandleFunc("GET /v2.1/{$}", c.computeVersion)
@@ -412,7 +418,7 @@ func (c *Cloud) listFlavors(detail bool) http.HandlerFunc {
 			return
 		}
 		var matching []Flavor
-		for _, f := range c.seed.Flavors {
+		for _, f := range c.flavors() {
 			if f.Disk >= minDisk && f.RAM >= minRAM {
 				matching = append(matching, f)
 			}
@@ -433,7 +439,7 @@ func (c *Cloud) listFlavors(detail bool) http.HandlerFunc {
 func (c *Cloud) getFlavor(w http.ResponseWriter, r *http.Request) {
 	echoMicroversion(w, r)
 	id := r.PathValue("id")
-	for _, f := range c.seed.Flavors {
+	for _, f := range c.flavors() {
 		if f.ID == id {
 			writeJSON(w, http.StatusOK, map[string]any{"flavor": flavorDoc(r, f, true)})
 			return

@@ -7,8 +7,8 @@
 // from seed data, logs every request, and returns 404 for anything else. Tokens are accepted without
 // validation there: the fake trusts whoever reaches its loopback port, like the local stack it serves.
 //
-// The one stateful exception is Nova's server groups (servergroups.go), which the bridge creates for
-// anti-affinity: kept in memory per project, with the project taken from the request's token
+// The stateful exceptions are Nova's flavors, which tests can add and remove (flavors.go), and its
+// server groups (servergroups.go), which the bridge creates for anti-affinity: kept in memory per project, with the project taken from the request's token
 // (KeystoneCallers validates it with Keystone; without it every token shares one project).
 package fakeopenstack
 

@@ -182,3 +182,6 @@ func scrubSecrets(s string, secrets ...string) string {
 	}
 	return s
 }
+
+// Scrub removes the secrets from a message (for errors of other packages' OpenStack calls).
+func Scrub(s string, secrets ...string) string { return scrubSecrets(s, secrets...) }

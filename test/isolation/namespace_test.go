@@ -18,6 +18,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
 // TestProjectNamespacesFromTheCLI creates a cluster as each of two tenants (clouds devstack and
@@ -92,6 +93,7 @@ func TestProjectNamespacesFromTheCLI(t *testing.T) {
 		requireDefaultDeny(t, f, tn.namespace)
 		requireQuota(t, f, tn.namespace, f.opts.Bridge.NamespaceQuota)
 		requireSecretReaderBinding(t, f, tn.namespace)
+		requireViewerBinding(t, f, tn.namespace, tn.project)
 
 		// The quota is in force: its controller has counted this project's objects.
 		eventually(t, time.Minute, "quota usage in "+tn.namespace, func() error {
@@ -161,6 +163,21 @@ func requireSecretReaderBinding(t *testing.T, f *fixture, namespace string) {
 	require.NoError(t, f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKey{Namespace: namespace, Name: capi.RoleBindingName}, &rb))
 	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: capi.SecretReaderRole}, rb.RoleRef)
 	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: bridgeNamespace, Name: "magnum-capi-bridge"}}, rb.Subjects)
+}
+
+// requireViewerBinding: with [bridge] tenant_view the project's Keystone group may read the namespace
+// (docs/tenant-view.md); without it there is no such binding.
+func requireViewerBinding(t *testing.T, f *fixture, namespace, project string) {
+	t.Helper()
+	var rb rbacv1.RoleBinding
+	err := f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKey{Namespace: namespace, Name: capi.ViewerBindingName}, &rb)
+	if f.opts.Bridge.TenantView == nil {
+		require.True(t, apierrors.IsNotFound(err), "tenant view off, yet %s has %s: %v", namespace, capi.ViewerBindingName, err)
+		return
+	}
+	require.NoError(t, err)
+	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: capi.ProjectViewerRole}, rb.RoleRef)
+	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(project)}}, rb.Subjects)
 }
 
 // requireNoPods: a pod cannot be created in the namespace (pods=0). Run as the admin, who is not

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates/templatestest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
 // renderedResources are the resources the bridge applies for a cluster of either flavor, as
@@ -71,6 +73,7 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Namespace: ns, Resource: "resourcequotas"}, "create", "patch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, "create", "patch")...)
 	allowed = append(allowed, with(attrs{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: capi.SecretReaderRole}, "bind")...)
+	allowed = append(allowed, with(attrs{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: capi.ProjectViewerRole}, "bind")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Resource: "secrets"}, "get", "create", "patch", "deletecollection")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "clusters"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "clusters"}, "delete")...)
@@ -138,7 +141,7 @@ func TestBridgeRBAC(t *testing.T) {
 // server-side dry runs: admission runs, nothing is stored.
 func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	f := setup(t)
-	ns, _ := f.scratchProject(t, f.bridge)
+	ns, project := f.scratchProject(t, f.bridge)
 	ctx := ctxFor(t, time.Minute)
 	dry := client.DryRunAll
 
@@ -181,7 +184,96 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	refused("the Secret reader role for someone else",
 		f.bridge.Create(ctx, binding(capi.SecretReaderRole, rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}), dry),
 		"magnum-capi-bridge-binds-only-itself")
+	// The tenant view's role: only to the Keystone group of the namespace's own project.
+	group := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: name}
+	}
+	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(project))), dry))
+	refused("the viewer role for another project's group",
+		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(randomHex(16)))), dry),
+		"magnum-capi-bridge-binds-only-itself")
+	refused("the viewer role for a user",
+		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}), dry),
+		"magnum-capi-bridge-binds-only-itself")
+	refused("the viewer role for system:authenticated",
+		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group("system:authenticated")), dry),
+		"magnum-capi-bridge-binds-only-itself")
+	refused("the Secret reader role for the project's group",
+		f.bridge.Create(ctx, binding(capi.SecretReaderRole, group(tenantview.ProjectGroup(project))), dry),
+		"magnum-capi-bridge-binds-only-itself")
 	err := f.bridge.Create(ctx, binding("cluster-admin", self), dry)
 	require.True(t, apierrors.IsForbidden(err), "binding cluster-admin to itself: %v", err)
 	require.Contains(t, err.Error(), "attempting to grant RBAC permissions not currently held")
+}
+
+// TestProjectViewerRBAC: with the tenant view on, a project namespace binds magnum-project-viewer to
+// the project's Keystone group, which may read the CAPI objects and events there and nothing else:
+// no Secrets, no writes, no other namespace, nothing cluster-scoped. Asked of the apiserver as the
+// admin (SubjectAccessReview for a user in that group); test/tenantview does it with real Keystone
+// tokens through the webhook.
+func TestProjectViewerRBAC(t *testing.T) {
+	f := setup(t)
+	viewerBridge := newClient(t, f.opts.Bridge.Kubeconfig)
+	viewerBridge.ProjectViewers = true
+	ns, project := f.scratchProject(t, viewerBridge)
+	other, _ := f.scratchProject(t, f.bridge)
+	var rb rbacv1.RoleBinding
+	require.NoError(t, f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKey{Namespace: ns, Name: capi.ViewerBindingName}, &rb))
+	require.Equal(t, capi.ProjectViewerRole, rb.RoleRef.Name)
+	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(project)}}, rb.Subjects)
+
+	member := tenantview.UserInfo(keystoneIdentity(project))
+	sar := func(a authorizationv1.ResourceAttributes) bool {
+		t.Helper()
+		r := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: member.Username, Groups: append(member.Groups, "system:authenticated"), ResourceAttributes: &a}}
+		require.NoError(t, f.admin.Create(ctxFor(t, 20*time.Second), r))
+		return r.Status.Allowed
+	}
+	type attrs = authorizationv1.ResourceAttributes
+	read := []attrs{
+		{Group: "cluster.x-k8s.io", Resource: "clusters"}, {Group: "cluster.x-k8s.io", Resource: "machinedeployments"},
+		{Group: "cluster.x-k8s.io", Resource: "machinesets"}, {Group: "cluster.x-k8s.io", Resource: "machines"},
+		{Group: "controlplane.cluster.x-k8s.io", Resource: "kubeadmcontrolplanes"},
+		{Group: "infrastructure.cluster.x-k8s.io", Resource: "devclusters"}, {Group: "infrastructure.cluster.x-k8s.io", Resource: "devmachines"},
+		{Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters"}, {Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackmachines"},
+		{Resource: "events"}, {Group: "events.k8s.io", Resource: "events"},
+	}
+	// Poll: the authorizer follows new RoleBindings through a watch.
+	require.Eventually(t, func() bool {
+		return sar(attrs{Namespace: ns, Verb: "list", Group: "cluster.x-k8s.io", Resource: "clusters"})
+	},
+		10*time.Second, 100*time.Millisecond)
+	for _, a := range read {
+		for _, verb := range []string{"get", "list", "watch"} {
+			a.Verb, a.Namespace = verb, ns
+			require.True(t, sar(a), "%s %s/%s in the project's namespace", verb, a.Group, a.Resource)
+			a.Namespace = other
+			require.False(t, sar(a), "%s %s/%s in another project's namespace", verb, a.Group, a.Resource)
+			a.Namespace = ""
+			require.False(t, sar(a), "%s %s/%s cluster-wide", verb, a.Group, a.Resource)
+		}
+		for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection"} {
+			a.Verb, a.Namespace = verb, ns
+			require.False(t, sar(a), "%s %s/%s", verb, a.Group, a.Resource)
+		}
+	}
+	for _, a := range []attrs{
+		{Namespace: ns, Verb: "get", Resource: "secrets"}, {Namespace: ns, Verb: "list", Resource: "secrets"},
+		{Namespace: ns, Verb: "watch", Resource: "secrets"}, {Namespace: ns, Verb: "list", Resource: "configmaps"},
+		{Namespace: ns, Verb: "get", Group: "cluster.x-k8s.io", Resource: "clusters", Subresource: "status"},
+		{Namespace: ns, Verb: "list", Group: "bootstrap.cluster.x-k8s.io", Resource: "kubeadmconfigs"},
+		{Namespace: ns, Verb: "list", Resource: "pods"}, {Namespace: ns, Verb: "create", Resource: "pods"},
+		{Verb: "list", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces", Name: ns},
+		{Verb: "list", Resource: "nodes"}, {Verb: "list", Group: "cluster.x-k8s.io", Resource: "clusters"},
+		{Namespace: ns, Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
+		{Verb: "impersonate", Resource: "users"},
+	} {
+		require.False(t, sar(a), "%+v", a)
+	}
+}
+
+// keystoneIdentity is a member of the project as the token webhook would see one.
+func keystoneIdentity(project string) keystone.Identity {
+	return keystone.Identity{UserID: randomHex(16), UserName: "viewer", ProjectID: project, Roles: []string{"member", "reader"}}
 }

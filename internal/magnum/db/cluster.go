@@ -224,6 +224,25 @@ func (s *Store) deleteOrphanNodeGroups(ctx context.Context, uuid string) error {
 	})
 }
 
+// ListPublicClusterTemplates reads the public, not hidden cluster templates (the discovery document's
+// Kubernetes versions), oldest first.
+func (s *Store) ListPublicClusterTemplates(ctx context.Context) ([]*ClusterTemplate, error) {
+	rows, err := s.readMany(ctx, clusterTemplateTable, fmt.Sprintf("%s = ? AND (%s = ? OR %s IS NULL) ORDER BY %s",
+		s.quote("public"), s.quote("hidden"), s.quote("hidden"), s.quote("id")), true, false)
+	if err != nil {
+		return nil, opError("list public cluster templates", err)
+	}
+	out := make([]*ClusterTemplate, 0, len(rows))
+	for _, r := range rows {
+		t, err := clusterTemplateFrom(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 // GetClusterTemplate reads a cluster template by uuid; magnum.ClusterTemplateNotFound if none.
 func (s *Store) GetClusterTemplate(ctx context.Context, uuid string) (*ClusterTemplate, error) {
 	row, err := s.readOne(ctx, clusterTemplateTable, s.quote("uuid")+" = ?", uuid)

@@ -1,0 +1,285 @@
+// Package discovery serves /.well-known/managed-kubernetes.json: what this cloud offers for managed
+// Kubernetes, generated from the cloud itself (Keystone's catalog and regions, Nova's public flavors,
+// Glance's public images, Magnum's public cluster templates) and from the bridge's own knowledge (the
+// label registry, the namespace rule of the Kubernetes-native view). The JSON Schema is
+// docs/managed-kubernetes.schema.json; docs/discovery.md explains the fields.
+package discovery
+
+import (
+	"sort"
+	"time"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// SchemaVersion is the document's "schema_version"; bump it with an incompatible change of the schema.
+const SchemaVersion = "1"
+
+// WellKnownPath is where the document is served.
+const WellKnownPath = "/.well-known/managed-kubernetes.json"
+
+// Document is the discovery document.
+type Document struct {
+	SchemaVersion string    `json:"schema_version"`
+	GeneratedAt   time.Time `json:"generated_at"`
+	// Interfaces are the ways to provision and inspect clusters.
+	// Interfaces are a MagnumInterface and, with the tenant view, a KubernetesInterface.
+	Interfaces         []any               `json:"interfaces"`
+	Regions            []Region            `json:"regions"`
+	NodeTypes          []NodeType          `json:"node_types"`
+	KubernetesVersions []KubernetesVersion `json:"kubernetes_versions"`
+	// DefaultKubernetesVersion is what a cluster gets when neither its labels nor its image say.
+	DefaultKubernetesVersion string         `json:"default_kubernetes_version"`
+	StorageClasses           StorageClasses `json:"storage_classes"`
+	Labels                   []Label        `json:"labels"`
+	NotStandardised          []string       `json:"not_standardised"`
+}
+
+// MagnumInterface is the Magnum API (the CLI, Terraform, Horizon, plain HTTP): its public endpoint
+// per region, from the catalog.
+type MagnumInterface struct {
+	Type          string     `json:"type"` // "openstack-magnum"
+	Endpoints     []Endpoint `json:"endpoints"`
+	Documentation string     `json:"documentation,omitempty"`
+}
+
+// KubernetesInterface is the project's CAPI objects in the management cluster, read-only.
+type KubernetesInterface struct {
+	Type                     string   `json:"type"` // "kubernetes-native"
+	Server                   string   `json:"server"`
+	CertificateAuthorityData string   `json:"certificate_authority_data,omitempty"`
+	NamespaceRule            string   `json:"namespace_rule"`
+	Authentication           string   `json:"authentication"`
+	Access                   string   `json:"access"`
+	Resources                []string `json:"resources"`
+	Documentation            string   `json:"documentation,omitempty"`
+}
+
+// Endpoint is a catalog endpoint.
+type Endpoint struct {
+	Region string `json:"region"`
+	URL    string `json:"url"`
+}
+
+// Region is a Keystone region.
+type Region struct {
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+}
+
+// NodeType is a public Nova flavor.
+type NodeType struct {
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	VCPUs   int    `json:"vcpus"`
+	RAMMiB  int    `json:"ram_mib"`
+	DiskGiB int    `json:"disk_gib"`
+}
+
+// KubernetesVersion is a version the bridge can build, and what gives it.
+type KubernetesVersion struct {
+	Version   string   `json:"version"`
+	Images    []string `json:"images,omitempty"`
+	Templates []string `json:"templates,omitempty"`
+}
+
+// StorageClasses are the storage classes a workload cluster gets.
+type StorageClasses struct {
+	Available bool     `json:"available"`
+	Classes   []string `json:"classes"`
+	Note      string   `json:"note"`
+}
+
+// Label is a Magnum label the bridge accepts.
+type Label struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Default     string `json:"default,omitempty"`
+	Description string `json:"description"`
+	Implemented bool   `json:"implemented"`
+	NodeGroup   bool   `json:"node_group,omitempty"`
+}
+
+// Facts are what the cloud says, as gathered by a Cloud.
+type Facts struct {
+	MagnumEndpoints []Endpoint
+	Regions         []Region
+	Flavors         []NodeType
+	Images          []Image
+	Templates       []Template
+	// VolumeTypes are Cinder's; nil when the cloud has no Cinder.
+	VolumeTypes []string
+}
+
+// Image is a public Glance image.
+type Image struct {
+	ID, Name, OSDistro string
+	// KubeVersion is the image's kube_version property, if any.
+	KubeVersion string
+}
+
+// Template is a public Magnum cluster template.
+type Template struct {
+	Name, ImageID, COE string
+	Labels             map[string]string
+}
+
+// Settings are the bridge's own contributions to the document.
+type Settings struct {
+	Flavor                   templates.Flavor
+	NamespacePrefix          string
+	DefaultKubernetesVersion string
+	// TenantView: the kubernetes-native interface is offered ([bridge] tenant_view).
+	TenantView bool
+	// Server and CA are the management cluster's API server as tenants reach it.
+	Server, CertificateAuthorityData string
+}
+
+// kubernetesDistros are the os_distro values whose images magnum-api accepts for a Kubernetes template.
+var kubernetesDistros = map[string]bool{"ubuntu": true, "flatcar": true, "fedora-coreos": true, "rocky": true, "centos": true}
+
+// Build assembles the document. It is pure: the same facts give the same document (but for
+// generated_at).
+func Build(f Facts, s Settings, now time.Time) Document {
+	d := Document{SchemaVersion: SchemaVersion, GeneratedAt: now.UTC().Truncate(time.Second),
+		DefaultKubernetesVersion: s.DefaultKubernetesVersion, Regions: f.Regions, NodeTypes: f.Flavors}
+	if d.Regions == nil {
+		d.Regions = []Region{}
+	}
+	if d.NodeTypes == nil {
+		d.NodeTypes = []NodeType{}
+	}
+	sort.Slice(d.NodeTypes, func(i, j int) bool { return d.NodeTypes[i].Name < d.NodeTypes[j].Name })
+	endpoints := f.MagnumEndpoints
+	if endpoints == nil {
+		endpoints = []Endpoint{}
+	}
+	d.Interfaces = append(d.Interfaces, MagnumInterface{Type: "openstack-magnum", Endpoints: endpoints,
+		Documentation: "OpenStack Magnum container-infra API v1: openstack coe …, Terraform openstack_containerinfra_*, Horizon"})
+	if s.TenantView {
+		d.Interfaces = append(d.Interfaces, KubernetesInterface{Type: "kubernetes-native", Server: s.Server, CertificateAuthorityData: s.CertificateAuthorityData,
+			NamespaceRule:  s.NamespacePrefix + "<keystone project id>",
+			Authentication: "a Keystone token as bearer token (kubeconfig exec credential running `openstack token issue`), validated by the bridge's token webhook",
+			Access:         "read-only (get, list, watch) in the token's project namespace; never Secrets",
+			Resources: append([]string{"clusters.cluster.x-k8s.io", "machinedeployments.cluster.x-k8s.io", "machinesets.cluster.x-k8s.io",
+				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"}, append(infraResources(s.Flavor), "events")...),
+			Documentation: "docs/tenant-view.md"})
+	}
+	d.KubernetesVersions = versions(f, s.DefaultKubernetesVersion)
+	d.StorageClasses = storageClasses(f.VolumeTypes)
+	d.Labels = labels(s.Flavor)
+	d.NotStandardised = []string{
+		"labels: names and values follow Magnum's drivers (Heat, magnum-cluster-api, magnum-capi-helm); which ones this bridge implements is in labels[].implemented",
+		"node types are Nova flavors: names and sizes are this cloud's own",
+		"the kubernetes-native interface's objects are Cluster API's (cluster.x-k8s.io), read-only; changes go through the Magnum API",
+		"add-ons (CNI choice, CSI, ingress, monitoring) are chosen by labels, not by a standard field",
+		"cluster and node-group health are Magnum's status values (CREATE_COMPLETE, …) and health_status (HEALTHY, UNHEALTHY, UNKNOWN)",
+	}
+	return d
+}
+
+func infraResources(f templates.Flavor) []string {
+	if f == templates.FlavorOpenStack {
+		return []string{"openstackclusters.infrastructure.cluster.x-k8s.io", "openstackmachines.infrastructure.cluster.x-k8s.io"}
+	}
+	return []string{"devclusters.infrastructure.cluster.x-k8s.io", "devmachines.infrastructure.cluster.x-k8s.io"}
+}
+
+// versions are the Kubernetes versions of the public images (kube_version property, else the
+// version in the name) and of the public templates (kube_tag, else their image's version, else the
+// default), as the bridge would build them.
+func versions(f Facts, def string) []KubernetesVersion {
+	byVersion := map[string]*KubernetesVersion{}
+	get := func(v string) *KubernetesVersion {
+		if byVersion[v] == nil {
+			byVersion[v] = &KubernetesVersion{Version: v}
+		}
+		return byVersion[v]
+	}
+	imageNames := map[string]string{}
+	for _, img := range f.Images {
+		imageNames[img.ID] = img.Name
+		if !kubernetesDistros[img.OSDistro] {
+			continue
+		}
+		labels := map[string]string{}
+		if img.KubeVersion != "" {
+			labels["kube_tag"] = img.KubeVersion
+		}
+		v, err := templates.KubernetesVersion(labels, img.Name, "")
+		if err != nil || v == "" {
+			continue // no version the bridge could build from this image alone
+		}
+		k := get(v)
+		k.Images = append(k.Images, img.Name)
+	}
+	for _, t := range f.Templates {
+		if t.COE != "" && t.COE != "kubernetes" {
+			continue
+		}
+		image := t.ImageID
+		if n, ok := imageNames[image]; ok {
+			image = n
+		}
+		v, err := templates.KubernetesVersion(t.Labels, image, def)
+		if err != nil || v == "" {
+			continue
+		}
+		k := get(v)
+		k.Templates = append(k.Templates, t.Name)
+	}
+	out := make([]KubernetesVersion, 0, len(byVersion))
+	for _, k := range byVersion {
+		sort.Strings(k.Images)
+		sort.Strings(k.Templates)
+		out = append(out, *k)
+	}
+	sort.Slice(out, func(i, j int) bool { return newer(out[i].Version, out[j].Version) })
+	return out
+}
+
+func storageClasses(volumeTypes []string) StorageClasses {
+	sc := StorageClasses{Classes: []string{}}
+	if volumeTypes == nil {
+		sc.Note = "this cloud has no Cinder in its catalog; workload clusters get no storage class"
+	} else {
+		sc.Note = "the bridge does not install the Cinder CSI add-on yet, so workload clusters get no storage class; Cinder volume types: " + joinOrNone(volumeTypes)
+	}
+	return sc
+}
+
+func joinOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	out := s[0]
+	for _, x := range s[1:] {
+		out += ", " + x
+	}
+	return out
+}
+
+func labels(f templates.Flavor) []Label {
+	out := make([]Label, 0, len(templates.Registry))
+	for _, s := range templates.Registry {
+		if s.Secret {
+			continue // nothing about secret-valued labels beyond their existence is useful here
+		}
+		out = append(out, Label{Name: s.Name, Type: string(s.Type), Default: s.Default, Description: s.Description,
+			Implemented: s.Implemented(f), NodeGroup: s.NodeGroup})
+	}
+	return out
+}
+
+// newer orders versions newest first (both are valid: KubernetesVersion checked them).
+func newer(a, b string) bool {
+	a1, a2, a3, _ := templates.ParseVersion(a)
+	b1, b2, b3, _ := templates.ParseVersion(b)
+	if a1 != b1 {
+		return a1 > b1
+	}
+	if a2 != b2 {
+		return a2 > b2
+	}
+	return a3 > b3
+}
