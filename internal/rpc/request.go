@@ -37,8 +37,20 @@ type Request struct {
 	Attempt int
 	// Queue is the queue the message came from.
 	Queue string
+	// Cluster is the serialization key (Options.KeyFunc): with the default key function, the
+	// uuid of the cluster the message names, "" when it names none.
+	Cluster string
 
 	Namespace, Version string
+}
+
+type requestKey struct{}
+
+// RequestFrom returns the request a handler's context belongs to (nil outside a handler): code
+// below the handler (store wrappers, notifications) learns the caller's context from it.
+func RequestFrom(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
 }
 
 // ArgNames returns the argument names, sorted.
@@ -70,10 +82,15 @@ func (r *Request) Arg(name string, v any) (bool, error) {
 func (r Request) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
+	}
+	if r.Cluster != "" {
+		attrs = append(attrs, slog.String("cluster", r.Cluster))
+	}
+	attrs = append(attrs,
 		slog.String("unique_id", r.UniqueID),
 		slog.Bool("call", r.IsCall),
 		slog.String("args", strings.Join(r.ArgNames(), ",")),
-	}
+	)
 	if r.MsgID != "" {
 		attrs = append(attrs, slog.String("msg_id", r.MsgID))
 	}
