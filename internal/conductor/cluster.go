@@ -148,7 +148,7 @@ func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int,
 		return rpc.Retry(err)
 	}
 	if st, _ := cl.Status.Get(); string(st) != CreateInProgress {
-		c.log.Info("cluster_create: nothing to do", "cluster", id, "status", st)
+		c.log.InfoContext(ctx, "cluster_create: nothing to do", "cluster", id, "status", st)
 		return nil
 	}
 	err = c.applyCluster(ctx, cl, caller)
@@ -156,7 +156,7 @@ func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int,
 		return nil
 	}
 	if permanent(err) || attempt >= maxTransientAttempts {
-		c.log.Warn("cluster_create failed", "cluster", id, "error", err)
+		c.log.WarnContext(ctx, "cluster_create failed", "cluster", id, "error", err)
 		return c.markCreateFailed(ctx, id, err)
 	}
 	return rpc.Retry(err)
@@ -415,7 +415,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 			return rpc.Retry(err)
 		}
 		// Left in the project, visible to the tenant by name; not worth keeping the cluster for.
-		c.log.Warn("cluster delete: server groups left in Nova", "cluster", id, "error", err)
+		c.log.WarnContext(ctx, "cluster delete: server groups left in Nova", "cluster", id, "error", err)
 	}
 	if err := c.revokeCloudCredentials(ctx, caller, cl); err != nil {
 		if !permanent(err) {
@@ -423,7 +423,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		}
 		reason := failureReason(err)
 		failed := magnum.ClusterStatus(DeleteFailed)
-		c.log.Warn("cluster delete: credentials left in Keystone", "cluster", id, "error", err)
+		c.log.WarnContext(ctx, "cluster delete: credentials left in Keystone", "cluster", id, "error", err)
 		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason}); err != nil {
 			return rpc.Retry(err)
 		}
@@ -438,7 +438,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.store.DeleteCluster(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
 		return rpc.Retry(err)
 	}
-	c.log.Info("cluster deleted", "cluster", id)
+	c.log.InfoContext(ctx, "cluster deleted", "cluster", id)
 	return nil
 }
 

@@ -101,7 +101,7 @@ func (c *Conductor) applyTopology(ctx context.Context, id string) error {
 				OnlyIfStatus: []magnum.ClusterStatus{st}})
 		}
 	}
-	c.log.Warn("update refused", "cluster", id, "error", err)
+	c.log.WarnContext(ctx, "update refused", "cluster", id, "error", err)
 	return nil
 }
 

@@ -24,7 +24,7 @@ var _ capi.Sink = (*Conductor)(nil)
 func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Observation) (time.Duration, error) {
 	cl, err := c.store.GetCluster(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		c.log.Warn("CAPI cluster has no Magnum cluster", "cluster", id, "capi", obs.Cluster.Namespace+"/"+obs.Cluster.Name)
+		c.log.WarnContext(ctx, "CAPI cluster has no Magnum cluster", "cluster", id, "capi", obs.Cluster.Namespace+"/"+obs.Cluster.Name)
 		return 0, nil
 	}
 	if err != nil {
@@ -89,14 +89,14 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 						if !permanent(err) {
 							return 0, err // Nova unreachable: the watch retries
 						}
-						c.log.Warn("node group delete: server group left in Nova", "cluster", id, "nodegroup", g.Name, "error", err)
+						c.log.WarnContext(ctx, "node group delete: server group left in Nova", "cluster", id, "nodegroup", g.Name, "error", err)
 					}
 				}
 			}
 			if err := c.store.DeleteNodeGroup(ctx, id, g.UUID); err != nil && !errors.Is(err, ErrNotFound) {
 				return 0, err
 			}
-			c.log.Info("node group deleted", "cluster", id, "nodegroup", g.Name)
+			c.log.InfoContext(ctx, "node group deleted", "cluster", id, "nodegroup", g.Name)
 			continue
 		}
 		nu := NodeGroupUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(old.Status)}}
@@ -128,7 +128,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 			return 0, err
 		}
 		if d.Terminal {
-			c.log.Info("cluster status", "cluster", id, "status", d.Status, "reason", d.StatusReason)
+			c.log.InfoContext(ctx, "cluster status", "cluster", id, "status", d.Status, "reason", d.StatusReason)
 		}
 	}
 	// A create still running is looked at again when its create_timeout passes, even if CAPI is silent.
@@ -169,12 +169,12 @@ func (c *Conductor) Resync(ctx context.Context) error {
 	for _, cl := range deleting {
 		gone, err := c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
 		if err != nil {
-			c.log.Warn("resync: delete", "cluster", cl.UUID.Or(""), "error", err)
+			c.log.WarnContext(ctx, "resync: delete", "cluster", cl.UUID.Or(""), "error", err)
 			continue
 		}
 		if gone {
 			if err := c.finishDelete(ctx, cl, nil); err != nil {
-				c.log.Warn("resync: finish delete", "cluster", cl.UUID.Or(""), "error", err)
+				c.log.WarnContext(ctx, "resync: finish delete", "cluster", cl.UUID.Or(""), "error", err)
 			}
 		}
 	}
@@ -184,7 +184,7 @@ func (c *Conductor) Resync(ctx context.Context) error {
 	}
 	for _, cl := range creating {
 		if err := c.reconcileCreate(ctx, cl.UUID.Or(""), 1, nil); err != nil {
-			c.log.Warn("resync: create", "cluster", cl.UUID.Or(""), "error", err)
+			c.log.WarnContext(ctx, "resync: create", "cluster", cl.UUID.Or(""), "error", err)
 		}
 	}
 	return nil
