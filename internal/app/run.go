@@ -157,6 +157,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	rpcOpts := o.RPC
 	rpcOpts.Logger = log
 	rpcOpts.Observe = metrics.ObserveRPC
+	rpcOpts.OnBrokerError = func() { metrics.DependencyError(telemetry.RabbitMQ) }
 	srv, err := rpc.NewServer(rpcOpts)
 	if err != nil {
 		return err

@@ -100,6 +100,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Observe, when set, is told how every delivery ended (for metrics); it must not block.
 	Observe func(Observation)
+	// OnBrokerError, when set, is called for every failed connection attempt and lost connection.
+	OnBrokerError func()
 	// ConnectionName is advertised to the broker (shown by rabbitmqctl list_connections).
 	ConnectionName string
 }

@@ -165,6 +165,7 @@ func (s *Server) Run(ctx context.Context) error {
 				runErr = err
 				break
 			}
+			s.brokerError()
 			delay := backoff(attempt, s.opts.ReconnectInterval, s.opts.ReconnectMax)
 			attempt++
 			s.log.Warn("rpc: cannot set up consumers, retrying", "error", err.Error(), "retry_in", delay.Round(time.Millisecond))
@@ -178,6 +179,7 @@ func (s *Server) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case reason := <-sess.lost:
+			s.brokerError()
 			s.log.Warn("rpc: lost the broker connection, reconnecting", "reason", reason)
 			s.endSession(sess)
 		}
@@ -186,6 +188,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown(&workers)
 	s.log.Info("rpc: server stopped", "stats", s.Stats())
 	return runErr
+}
+
+func (s *Server) brokerError() {
+	if s.opts.OnBrokerError != nil {
+		s.opts.OnBrokerError()
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
