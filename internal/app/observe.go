@@ -210,9 +210,9 @@ func (o *operations) start(uuid, kind string, at time.Time) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if cur, ok := o.started[uuid]; ok && cur.kind == kind {
-		return // a redelivery or retry of the same operation: keep its first start
-	}
+	// Always the latest start: the end of an earlier operation may have been written by another
+	// replica, so an entry here can be stale (a retried write restarts the clock, which only
+	// shortens that one measurement).
 	o.started[uuid] = opStart{kind, at}
 }
 
