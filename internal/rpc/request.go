@@ -46,6 +46,11 @@ type Request struct {
 
 type requestKey struct{}
 
+// WithRequest returns ctx carrying r, as the server's handler contexts do.
+func WithRequest(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
 // RequestFrom returns the request a handler's context belongs to (nil outside a handler): code
 // below the handler (store wrappers, notifications) learns the caller's context from it.
 func RequestFrom(ctx context.Context) *Request {

@@ -425,7 +425,7 @@ func (s *Server) accept(ss *session, queue string, d amqp.Delivery) {
 		if t.req.Context != nil && t.req.Context.RequestID != "" {
 			attrs = append(attrs, slog.String("request_id", t.req.Context.RequestID))
 		}
-		t.ctx = logctx.With(context.WithValue(t.ctx, requestKey{}, t.req), attrs...)
+		t.ctx = logctx.With(WithRequest(t.ctx, t.req), attrs...)
 	}
 	if !s.sched.submit(t) {
 		t.requeue() // shutting down: leave it for the next consumer
