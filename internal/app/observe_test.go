@@ -32,7 +32,9 @@ func (f *fakeStore) GetCluster(_ context.Context, id string) (*magnum.Cluster, e
 	return nil, conductor.ErrNotFound
 }
 
-func (f *fakeStore) ListNodeGroups(context.Context, string) ([]*magnum.NodeGroup, error) { return nil, nil }
+func (f *fakeStore) ListNodeGroups(context.Context, string) ([]*magnum.NodeGroup, error) {
+	return nil, nil
+}
 
 func (f *fakeStore) UpdateCluster(_ context.Context, id string, u conductor.ClusterUpdate) error {
 	c, ok := f.clusters[id]
