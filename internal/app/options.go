@@ -227,10 +227,8 @@ func notificationOptionsFrom(f *config.File) (*NotificationOptions, error) {
 	if driver == "" {
 		return nil, nil
 	}
-	if u := f.String(notificationsSection, "transport_url", ""); u != "" && u != f.String("DEFAULT", "transport_url", "") {
-		return nil, &config.Error{Section: notificationsSection, Key: "transport_url",
-			Reason: "a notification transport other than [DEFAULT] transport_url is not supported by magnum-capi-bridge yet"}
-	}
+	// Magnum's notifier uses its RPC transport (magnum.common.rpc.init), so its notifications never
+	// follow [oslo_messaging_notifications] transport_url; neither do the bridge's.
 	return &NotificationOptions{Driver: driver, Topics: f.List(notificationsSection, "topics", []string{"notifications"})}, nil
 }
 

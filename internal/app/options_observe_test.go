@@ -53,6 +53,4 @@ func TestNotificationOptions(t *testing.T) {
 	assert.Equal(t, []string{"notifications", "billing"}, n.Topics)
 	_, err = parse("[oslo_messaging_notifications]\ndriver = log\n")
 	assert.ErrorContains(t, err, `"log" is not supported`)
-	_, err = parse("[DEFAULT]\ntransport_url = rabbit://a@h1//\n[oslo_messaging_notifications]\ndriver = messagingv2\ntransport_url = rabbit://a@h2//\n")
-	assert.ErrorContains(t, err, "[oslo_messaging_notifications] transport_url")
 }
