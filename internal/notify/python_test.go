@@ -78,4 +78,3 @@ func keyOrder(t *testing.T, raw []byte) []string {
 	}
 	return keys
 }
-
