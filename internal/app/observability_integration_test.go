@@ -343,7 +343,7 @@ type listenerProc struct {
 
 func startListener(t *testing.T, transport string) *listenerProc {
 	t.Helper()
-	cmd := exec.Command("/usr/bin/python3", filepath.Join("testdata", "notification_listener.py"), transport, "magnum", "notifications")
+	cmd := exec.Command("/usr/bin/python3", filepath.Join("..", "rpc", "testdata", "notification_listener.py"), transport, "magnum", "notifications")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
