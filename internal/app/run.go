@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"golang.org/x/sync/errgroup"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,6 +58,8 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	slog.SetDefault(log)
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	// client-go's own lines (leader election, reflectors) in the same format.
+	klog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	log.Info("starting magnum-capi-bridge", "version", version, "host", o.Host, "config", o.Files, "rpc", o.RPC.String())
 
 	metrics := telemetry.New()
