@@ -22,6 +22,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/app"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
@@ -40,7 +43,7 @@ import (
 // within 10 s of RabbitMQ stopping and ready again after, and the magnum_service heartbeat stops
 // meanwhile (so magnum-api shows the conductor down).
 func TestObservability(t *testing.T) {
-	kubeconfig, _ := testutil.ManagementCluster(t)
+	kubeconfig, kcfg := testutil.ManagementCluster(t)
 	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
 		t.Skip("/usr/bin/python3 is not installed: no oslo.messaging listener")
 	}
@@ -119,7 +122,7 @@ log_format = json
 
 	st, err := db.Open(ctx, dbURL)
 	require.NoError(t, err)
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() }) // after the cleanups below, which use it
 	template := uuid.NewString()
 	_, err = st.DB().ExecContext(ctx, "INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
 		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver) VALUES (?, ?, 'kubernetes', 0, 'vm', ?, ?, ?, 'm1.small', 'm1.medium', 'default', 'public', 'calico')",
@@ -129,7 +132,17 @@ log_format = json
 	before := scrape(t, base)
 	client, err := rpc.NewClient(opts.RPC)
 	require.NoError(t, err)
-	defer client.Close()
+	t.Cleanup(func() { _ = client.Close() })
+	t.Cleanup(func() {
+		// The project namespace the bridge made (namespaces are never deleted by the bridge).
+		cs, err := kubernetes.NewForConfig(kcfg)
+		if err == nil {
+			err = cs.CoreV1().Namespaces().Delete(context.Background(), prefix+project, metav1.DeleteOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("cleanup: delete namespace %s: %v", prefix+project, err)
+		}
+	})
 	rctx := &rpc.Context{User: user, UserID: user, ProjectID: project, Project: project, Roles: []string{"member"},
 		RequestID: "req-" + uuid.NewString(), UserName: "demo", ProjectName: "demo", AuthToken: "gAAAA-test-token-not-a-secret"}
 	id := uuid.NewString()
