@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,12 +24,14 @@ import (
 // other takes over within a few seconds.
 func TestLeaderElectionHandover(t *testing.T) {
 	_, cfg := testutil.ManagementCluster(t)
-	const namespace = "magnum-capi-bridge" // created by deploy/kubernetes/rbac.yaml
 	name := "mcbtest-lease-" + uuid.NewString()[:8]
+	namespace := name // a namespace of its own, removed with its Lease
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
+	_, err = cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = cs.CoordinationV1().Leases(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), namespace, metav1.DeleteOptions{})
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
