@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -62,6 +63,14 @@ func TestObservability(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	transport := fmt.Sprintf("rabbit://guest:guest@127.0.0.1:%d/", node.Port)
 
+	// The Lease in a namespace of the test's own (the bridge's usual one exists only after make up).
+	leaseNamespace := "mcbtest-lease-" + suffix
+	kcs, err := kubernetes.NewForConfig(kcfg)
+	require.NoError(t, err)
+	_, err = kcs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kcs.CoreV1().Namespaces().Delete(context.Background(), leaseNamespace, metav1.DeleteOptions{}) })
+
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "magnum.conf")
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`[DEFAULT]
@@ -88,7 +97,9 @@ infrastructure = inmemory
 cluster_credentials = false
 metrics_bind = %s
 log_format = json
-`, transport, host, dbURL, kubeconfig, prefix, metricsAddr)), 0o600))
+log_level = debug
+leader_election_namespace = %s
+`, transport, host, dbURL, kubeconfig, prefix, metricsAddr, leaseNamespace)), 0o600))
 	opts, err := app.LoadOptions(conf)
 	require.NoError(t, err)
 
