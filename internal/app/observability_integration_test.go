@@ -69,7 +69,9 @@ func TestObservability(t *testing.T) {
 	require.NoError(t, err)
 	_, err = kcs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNamespace}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = kcs.CoreV1().Namespaces().Delete(context.Background(), leaseNamespace, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kcs.CoreV1().Namespaces().Delete(context.Background(), leaseNamespace, metav1.DeleteOptions{})
+	})
 
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "magnum.conf")
