@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
@@ -90,6 +92,11 @@ type BridgeOptions struct {
 	// Credentials configures the per-cluster Keystone application credentials; nil when
 	// [bridge] cluster_credentials is off.
 	Credentials *CredentialOptions
+	// UpdateTimeout and DeleteTimeout are the deadlines of updates and deletes (update_timeout,
+	// delete_timeout, in minutes like Magnum's create_timeout).
+	UpdateTimeout, DeleteTimeout time.Duration
+	// OperationWorkers is how many clusters the operation driver works on at once.
+	OperationWorkers int
 }
 
 // CredentialOptions are the [bridge] cluster_credential* and cloud_* settings plus Magnum's
@@ -199,6 +206,21 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
 		return nil, err
 	}
+	if b.UpdateTimeout, err = minutesOption(f, "update_timeout", conductor.DefaultUpdateTimeout); err != nil {
+		return nil, err
+	}
+	if b.DeleteTimeout, err = minutesOption(f, "delete_timeout", conductor.DefaultDeleteTimeout); err != nil {
+		return nil, err
+	}
+	if b.OperationWorkers, err = f.Int(bridgeSection, "operation_workers", 4, 1, 64); err != nil {
+		return nil, err
+	}
+	// Bounded prefetch: an unlimited one (oslo's default) lets a backlog pile up in one replica.
+	if o.RPC.PrefetchCount <= 0 {
+		if o.RPC.PrefetchCount, err = f.Int(bridgeSection, "rpc_prefetch_count", 64, 1, 10000); err != nil {
+			return nil, err
+		}
+	}
 	if o.RPC.ServerID == "" || o.RPC.ServerID == host {
 		o.RPC.ServerID = o.Host
 	}
@@ -230,6 +252,19 @@ func notificationOptionsFrom(f *config.File) (*NotificationOptions, error) {
 	// Magnum's notifier uses its RPC transport (magnum.common.rpc.init), so its notifications never
 	// follow [oslo_messaging_notifications] transport_url; neither do the bridge's.
 	return &NotificationOptions{Driver: driver, Topics: f.List(notificationsSection, "topics", []string{"notifications"})}, nil
+}
+
+// minutesOption reads a positive number of minutes (fractions allowed, e.g. 0.5).
+func minutesOption(f *config.File, key string, def time.Duration) (time.Duration, error) {
+	raw := f.String(bridgeSection, key, "")
+	if raw == "" {
+		return def, nil
+	}
+	m, err := strconv.ParseFloat(raw, 64)
+	if err != nil || m <= 0 {
+		return 0, &config.Error{Section: bridgeSection, Key: key, Reason: fmt.Sprintf("want a positive number of minutes, not %q", raw)}
+	}
+	return time.Duration(m * float64(time.Minute)), nil
 }
 
 // credentialOptionsFrom reads the credential settings. Credentials are on by default where machines

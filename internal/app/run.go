@@ -121,6 +121,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
+		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 	})
 
 	// What must run once across replicas: on the leader only.
@@ -161,6 +162,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	rpcOpts.Logger = log
 	rpcOpts.Observe = metrics.ObserveRPC
 	rpcOpts.OnBrokerError = func() { metrics.DependencyError(telemetry.RabbitMQ) }
+	rpcOpts.KeyFunc = conductor.KeyFunc
 	srv, err := rpc.NewServer(rpcOpts)
 	if err != nil {
 		return err
@@ -217,6 +219,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		})
 	})
 	g.Go(func() error { return mgr.Start(ctx) })
+	g.Go(func() error { return cond.RunOperations(ctx, o.Bridge.OperationWorkers) })
 	g.Go(func() error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil

@@ -38,6 +38,10 @@ func notFound(err error) error {
 	if errors.Is(err, db.ErrConflict) {
 		return errors.Join(conductor.ErrConflict, err)
 	}
+	var me *magnum.Exception
+	if err != nil && !errors.As(err, &me) {
+		return errors.Join(conductor.ErrDatabase, err) // the reason a tenant reads names the service
+	}
 	return err
 }
 
@@ -47,7 +51,7 @@ func (s store) CreateCluster(ctx context.Context, c *magnum.Cluster, groups []*m
 		rows[i] = db.NodeGroupFromView(g)
 	}
 	_, created, err := s.Store.CreateCluster(ctx, db.ClusterFromView(c), rows...)
-	return created, err
+	return created, notFound(err)
 }
 
 func (s store) GetCluster(ctx context.Context, uuid string) (*magnum.Cluster, error) {
@@ -84,7 +88,7 @@ func (s store) ListNodeGroups(ctx context.Context, clusterUUID string) ([]*magnu
 func (s store) ListClustersByStatus(ctx context.Context, statuses ...magnum.ClusterStatus) ([]*magnum.Cluster, error) {
 	rows, err := s.Store.ListClustersByStatus(ctx, statuses...)
 	if err != nil {
-		return nil, err
+		return nil, notFound(err)
 	}
 	out := make([]*magnum.Cluster, len(rows))
 	for i, r := range rows {
@@ -167,7 +171,7 @@ func (s store) UpdateNodeGroup(ctx context.Context, uuid string, u conductor.Nod
 
 func (s store) CreateNodeGroup(ctx context.Context, ng *magnum.NodeGroup) (bool, error) {
 	_, created, err := s.Store.CreateNodeGroup(ctx, db.NodeGroupFromView(ng))
-	return created, err
+	return created, notFound(err)
 }
 
 func (s store) GetNodeGroup(ctx context.Context, clusterUUID, uuid string) (*magnum.NodeGroup, error) {
@@ -192,7 +196,7 @@ func (s store) DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) er
 	return notFound(err)
 }
 
-// DeleteCluster removes the node group rows and the cluster row in one transaction.
+// DeleteCluster removes the cluster row, and its node group rows a little later (db.Store.DeleteCluster).
 func (s store) DeleteCluster(ctx context.Context, uuid string) error {
 	_, err := s.Store.DeleteCluster(ctx, uuid)
 	return notFound(err)
@@ -221,6 +225,18 @@ func (k keyPairs) Store(ctx context.Context, _ string, kp certs.KeyPair, owner c
 		return "", err
 	}
 	return saved.UUID, nil
+}
+
+// StoreAt implements certs.RefStore: the insert is idempotent on the uuid.
+func (k keyPairs) StoreAt(ctx context.Context, ref, _ string, kp certs.KeyPair, owner certs.Owner) error {
+	row := &db.X509KeyPair{UUID: ref, Certificate: &kp.Certificate,
+		PrivateKey: ptrSecret(kp.PrivateKey), PrivateKeyPassphrase: ptrSecret(kp.Passphrase),
+		ProjectID: &owner.ProjectID, UserID: &owner.UserID}
+	if kp.Intermediates != "" {
+		row.Intermediates = &kp.Intermediates
+	}
+	_, _, err := k.st.CreateX509KeyPair(ctx, row)
+	return err
 }
 
 func (k keyPairs) Load(ctx context.Context, ref string) (certs.KeyPair, error) {

@@ -25,6 +25,7 @@ const (
 	UpdateComplete   = "UPDATE_COMPLETE"
 	UpdateFailed     = "UPDATE_FAILED"
 	DeleteInProgress = "DELETE_IN_PROGRESS"
+	DeleteFailed     = "DELETE_FAILED"
 
 	Healthy   = "HEALTHY"
 	Unhealthy = "UNHEALTHY"
@@ -41,11 +42,17 @@ type Observation struct {
 // Current is the Magnum side as stored.
 type Current struct {
 	Status string
+	// StatusReason is the stored reason: a *_FAILED reason stays until the next operation.
+	StatusReason string
 	// Version is the Kubernetes version Magnum asked for (template and labels); empty: not checked.
 	Version       string
 	CreatedAt     time.Time
 	CreateTimeout time.Duration // zero: none
-	NodeGroups    []NodeGroupState
+	// Deadline ends an update or delete in progress that CAPI never completes (zero: none);
+	// DeadlineName says which setting it comes from, e.g. "update_timeout of 1h0m0s".
+	Deadline     time.Time
+	DeadlineName string
+	NodeGroups   []NodeGroupState
 }
 
 // NodeGroupState is one node group as Magnum stores it, or as it should become.
@@ -100,7 +107,7 @@ func i32(p *int32) int {
 // Decide maps an observation to Magnum state. now is passed in so timeouts are testable.
 func Decide(cur Current, obs Observation, now time.Time) Decision {
 	c := obs.Cluster
-	d := Decision{Status: cur.Status}
+	d := Decision{Status: cur.Status, StatusReason: cur.StatusReason}
 	if c == nil {
 		return d
 	}
@@ -132,10 +139,21 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 			d.StatusReason = Progress(obs)
 		}
 	case UpdateInProgress:
-		if settled {
+		switch {
+		case settled:
 			d.Status, d.StatusReason, d.Terminal = UpdateComplete, "", true
-		} else {
+		case pastDeadline(cur, now):
+			d.Status, d.Terminal = UpdateFailed, true
+			d.StatusReason = fmt.Sprintf("Cluster API did not converge within the %s: %s; %s", cur.DeadlineName, RootCause(obs), Progress(obs))
+			failGroups(&d, d.StatusReason, "CREATE_", "UPDATE_")
+		default:
 			d.StatusReason = Progress(obs)
+		}
+	case DeleteInProgress:
+		if pastDeadline(cur, now) {
+			d.Status, d.Terminal = DeleteFailed, true
+			d.StatusReason = fmt.Sprintf("Cluster API did not finish deleting the cluster within the %s: %s", cur.DeadlineName, RootCause(obs))
+			failGroups(&d, d.StatusReason, "DELETE_")
 		}
 	}
 	// A node group that was being resized or created is done when its machines are.
@@ -147,6 +165,25 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 		}
 	}
 	return d
+}
+
+func pastDeadline(cur Current, now time.Time) bool {
+	return !cur.Deadline.IsZero() && now.After(cur.Deadline)
+}
+
+// failGroups fails the node groups an operation was changing (statuses with one of the prefixes,
+// still in progress).
+func failGroups(d *Decision, reason string, prefixes ...string) {
+	for i := range d.NodeGroups {
+		g := &d.NodeGroups[i]
+		for _, p := range prefixes {
+			if strings.HasPrefix(g.Status, p) && strings.HasSuffix(g.Status, "_IN_PROGRESS") {
+				g.Status = strings.Replace(g.Status, "IN_PROGRESS", "FAILED", 1)
+				g.StatusReason = reason
+				g.Gone = false
+			}
+		}
+	}
 }
 
 func setGroupStatus(d *Decision, status string, reason ...string) {
@@ -200,7 +237,7 @@ func reflectsDesired(cur Current, obs Observation) bool {
 	}
 	for _, g := range cur.NodeGroups {
 		if g.Role == "master" {
-			if cp := c.Spec.Topology.ControlPlane.Replicas; cp != nil && int(*cp) != g.NodeCount {
+			if !controlPlaneConverged(c, obs.Machines, g.NodeCount) {
 				return false
 			}
 			continue
@@ -217,6 +254,34 @@ func reflectsDesired(cur Current, obs Observation) bool {
 		}
 	}
 	return true
+}
+
+// controlPlaneConverged is true when the control plane has the stored number of machines, all of
+// them ready, and its own status (copied from KubeadmControlPlane, possibly late) agrees. The
+// topology's replicas change at once on apply; the machines come one at a time.
+func controlPlaneConverged(c *clusterv1.Cluster, machines []clusterv1.Machine, want int) bool {
+	if cp := c.Spec.Topology.ControlPlane.Replicas; cp != nil && int(*cp) != want {
+		return false
+	}
+	if st := c.Status.ControlPlane; st != nil && st.DesiredReplicas != nil {
+		if i32(st.DesiredReplicas) != want || i32(st.ReadyReplicas) != want {
+			return false
+		}
+	}
+	if len(machines) == 0 {
+		return true // an observation without machines (the cache lags): the counts above decide
+	}
+	n := 0
+	for _, m := range machines {
+		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
+			continue
+		}
+		if !isTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
+			return false
+		}
+		n++
+	}
+	return n == want
 }
 
 func anyAutoscaled(cur Current) bool {
@@ -289,6 +354,9 @@ const noCause = "no failing condition reported"
 // RootCause picks the most specific failing condition a tenant can act on: a machine's own problem
 // before the summaries built from it, infrastructure before control plane before workers.
 func RootCause(obs Observation) string {
+	if c := obs.Cluster; c != nil && ((c.Spec.Paused != nil && *c.Spec.Paused) || isTrue(c.Status.Conditions, clusterv1.PausedCondition)) {
+		return "Paused: Cluster API does not reconcile the cluster while it is paused (ask your cloud operator)"
+	}
 	machines := append([]clusterv1.Machine(nil), obs.Machines...)
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, m := range machines {

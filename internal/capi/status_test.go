@@ -184,6 +184,7 @@ func TestUpgradeIsDoneOnlyWhenEveryMachineRunsTheNewVersion(t *testing.T) {
 	machine := func(name, version string, labels map[string]string) clusterv1.Machine {
 		m := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 		m.Spec.Version = version
+		m.Status.Conditions = []metav1.Condition{cond(clusterv1.MachineReadyCondition, metav1.ConditionTrue, "")}
 		return m
 	}
 	cp := map[string]string{clusterv1.MachineControlPlaneLabel: ""}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 // Owner is who a stored key pair belongs to. The x509keypair backend writes it into the row's
@@ -196,4 +198,45 @@ func (m *Manager) DeleteCluster(ctx context.Context, refs Refs) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// refNamespace derives a cluster's key-pair refs from its uuid (UUIDv5), so every attempt to
+// store a cluster's CAs — a retry, a redelivery, another replica — writes the same rows: a
+// cluster gets one CA set, ever.
+var refNamespace = uuid.MustParse("5d0c6b0e-6a1b-4f43-9d3f-6d6167e1b71d")
+
+// ClusterRefs are the refs a cluster's key pairs are stored under.
+func ClusterRefs(clusterUUID string) Refs {
+	ref := func(kind string) string { return uuid.NewSHA1(refNamespace, []byte(clusterUUID+"/"+kind)).String() }
+	return Refs{CACertRef: ref("ca"), EtcdCACertRef: ref("etcd-ca"), FrontProxyCACertRef: ref("front-proxy-ca"), MagnumCertRef: ref("magnum-client")}
+}
+
+// RefStore is a Backend that stores under a ref chosen by the caller; a ref already present is
+// left as it is (the first writer wins).
+type RefStore interface {
+	StoreAt(ctx context.Context, ref, name string, kp KeyPair, owner Owner) error
+}
+
+// StoreClusterAt stores pki's four key pairs under refs (see ClusterRefs). Rows already present
+// are kept, so callers load the cluster back afterwards and use what is stored.
+func (m *Manager) StoreClusterAt(ctx context.Context, pki *ClusterPKI, owner Owner, refs Refs) error {
+	rs, ok := m.backend.(RefStore)
+	if !ok {
+		return errors.New("certs: the backend cannot store under chosen refs")
+	}
+	items := []struct {
+		name, ref string
+		kp        KeyPair
+	}{
+		{pki.Issuer, refs.CACertRef, pki.KubernetesCA.Stored},
+		{pki.Issuer, refs.EtcdCACertRef, pki.EtcdCA.Stored},
+		{pki.Issuer, refs.FrontProxyCACertRef, pki.FrontProxyCA.Stored},
+		{ClientCertName, refs.MagnumCertRef, pki.MagnumClient.Stored},
+	}
+	for _, it := range items {
+		if err := rs.StoreAt(ctx, it.ref, it.name, it.kp, owner); err != nil {
+			return fmt.Errorf("certs: store certificate for %q: %w", it.name, err)
+		}
+	}
+	return nil
 }

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-
 	"github.com/google/uuid"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
@@ -18,17 +15,36 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// maxTransientAttempts bounds retries of a create whose dependencies keep failing, after which the
-// cluster is marked CREATE_FAILED instead of staying in progress forever.
-const maxTransientAttempts = 8
-
 // ClusterCreate implements cluster_create(cluster, master_count, node_count, create_timeout)
 // (magnum/conductor/handlers/cluster_conductor.py): the rows are inserted at once, so clients never
-// see a 404 for an accepted cluster, then the CAPI objects are applied; the watch reports progress.
+// see a 404 for an accepted cluster — a request refused after magnum-api's 202 still leaves a
+// CREATE_FAILED row with the reason, as Python's conductor does. The cluster's cloud credentials are
+// issued while the message is held (they need the request's token); the rest is the operation
+// driver's (operations.go), and the watch reports progress.
 func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, error) {
 	cl := &magnum.Cluster{}
 	if err := c.decodeView(req, "cluster", cl); err != nil {
 		return nil, err
+	}
+	id, _ := cl.UUID.Get()
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, rpc.InvalidArgs("cluster uuid %q is not a UUID", id)
+	}
+	project, _ := cl.ProjectID.Get()
+	if err := authorize(req.Context, project); err != nil {
+		return nil, err
+	}
+	// The tenant boundary comes from the row, not the message: a uuid that already names another
+	// project's cluster is not this request's to touch.
+	existing, err := c.store.GetCluster(ctx, id)
+	switch {
+	case err == nil:
+		if existing.ProjectID.Or("") != project {
+			return nil, authorizationFailure(fmt.Sprintf("cluster %s belongs to another project", id))
+		}
+		return nil, c.resumeCreate(ctx, existing, req)
+	case !errors.Is(err, ErrNotFound):
+		return nil, rpc.Retry(err)
 	}
 	masters, err := intArg(req, "master_count", 1)
 	if err != nil {
@@ -42,24 +58,22 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
-	id, _ := cl.UUID.Get()
-	if _, err := uuid.Parse(id); err != nil {
-		return nil, rpc.InvalidArgs("cluster uuid %q is not a UUID", id)
-	}
-	project, _ := cl.ProjectID.Get()
-	if err := authorize(req.Context, project); err != nil {
-		return nil, err
-	}
+	var refusal error
 	if masters < 1 || workers < 0 {
-		return nil, rpc.InvalidArgs("master_count %d / node_count %d out of range", masters, workers)
+		refusal = invalidParameter(fmt.Sprintf("master_count %d / node_count %d out of range", masters, workers))
+		masters, workers = max(masters, 1), max(workers, 0)
+	}
+	if timeout <= 0 {
+		timeout = 60
 	}
 	templateID, _ := cl.ClusterTemplateID.Get()
 	tmpl, err := c.store.GetClusterTemplate(ctx, templateID)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
+		if !errors.Is(err, ErrNotFound) {
+			return nil, rpc.Retry(err)
 		}
-		return nil, rpc.Retry(err)
+		refusal = invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
+		tmpl = &magnum.ClusterTemplate{}
 	}
 	now := c.opts.Now().UTC()
 	cl.Status.Set(magnum.ClusterStatus(CreateInProgress))
@@ -68,10 +82,66 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	cl.CreateTimeout.Set(int64(timeout))
 	cl.CreatedAt.Set(now)
 	master, worker := defaultNodeGroups(cl, tmpl, masters, workers)
+	if refusal != nil {
+		// Recorded, not just refused: magnum-api already answered 202 and its clients poll the row.
+		reason := c.reasonFor(id, refusal)
+		cl.Status.Set(magnum.ClusterStatus(CreateFailed))
+		cl.StatusReason.Set(reason)
+		for _, g := range []*magnum.NodeGroup{master, worker} {
+			g.Status.Set(magnum.ClusterStatus(CreateFailed))
+			g.StatusReason.Set(reason)
+		}
+	}
 	if _, err := c.store.CreateCluster(ctx, cl, []*magnum.NodeGroup{master, worker}); err != nil {
 		return nil, rpc.Retry(fmt.Errorf("insert cluster %s: %w", id, err))
 	}
-	return nil, c.reconcileCreate(ctx, id, req.Attempt, req.Context)
+	if refusal != nil {
+		c.log.WarnContext(ctx, "cluster_create refused", "cluster", id, "error", refusal)
+		return nil, nil
+	}
+	stored, err := c.store.GetCluster(ctx, id)
+	if err != nil {
+		return nil, rpc.Retry(err)
+	}
+	return nil, c.resumeCreate(ctx, stored, req)
+}
+
+// resumeCreate continues a create whose rows exist: it issues the cloud credentials as the
+// requesting user (held with retries while Keystone or the management cluster are unreachable, up
+// to the create's deadline and maxMessageHold), then hands the cluster to the driver.
+func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *rpc.Request) error {
+	id := cl.UUID.Or("")
+	if string(cl.Status.Or("")) != CreateInProgress {
+		c.log.InfoContext(ctx, "cluster_create: nothing to do", "cluster", id, "status", cl.Status.Or(""))
+		return nil
+	}
+	err := c.ensureCreateCredentials(ctx, cl, req.Context)
+	if err == nil {
+		c.enqueue(id)
+		return nil
+	}
+	err = unwrapRetry(err)
+	if permanent(err) {
+		return c.failOperation(ctx, cl, CreateInProgress, "", err)
+	}
+	held := req.FirstAttempt.IsZero() || c.opts.Now().Sub(req.FirstAttempt) < maxMessageHold
+	if held && c.opts.Now().Before(c.deadline(cl, CreateInProgress)) {
+		return rpc.Retry(err)
+	}
+	return c.failOperation(ctx, cl, CreateInProgress, "could not issue the cluster's cloud credentials in time", err)
+}
+
+// ensureCreateCredentials is the part of a create that needs the requesting user: the project
+// namespace and the cluster's application credentials stored in it.
+func (c *Conductor) ensureCreateCredentials(ctx context.Context, cl *magnum.Cluster, caller *rpc.Context) error {
+	if c.opts.Credentials == nil {
+		return nil
+	}
+	ns := c.namespace(cl.ProjectID.Or(""))
+	if err := c.kube.EnsureProjectNamespace(ctx, ns, cl.ProjectID.Or("")); err != nil {
+		return err
+	}
+	return c.ensureCloudCredentials(ctx, caller, cl, ns, cl.StackID.Or(""))
 }
 
 // Status values the conductor writes.
@@ -137,93 +207,8 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// reconcileCreate brings the management cluster in line with a cluster row in CREATE_IN_PROGRESS:
-// namespace, certificates, CAPI secrets, ClusterClass and Cluster. It is safe to run any number of
-// times (a redelivered message, a restart), and marks the cluster CREATE_FAILED with a reason a
-// tenant can act on when the request cannot succeed. caller is the request's context (nil when a
-// create is resumed at start-up): its token creates the cluster's cloud credentials.
-func (c *Conductor) reconcileCreate(ctx context.Context, id string, attempt int, caller *rpc.Context) error {
-	cl, err := c.store.GetCluster(ctx, id)
-	if err != nil {
-		return rpc.Retry(err)
-	}
-	if st, _ := cl.Status.Get(); string(st) != CreateInProgress {
-		c.log.InfoContext(ctx, "cluster_create: nothing to do", "cluster", id, "status", st)
-		return nil
-	}
-	err = c.applyCluster(ctx, cl, caller)
-	if err == nil {
-		return nil
-	}
-	if permanent(err) || attempt >= maxTransientAttempts {
-		c.log.WarnContext(ctx, "cluster_create failed", "cluster", id, "error", err)
-		return c.markCreateFailed(ctx, id, err)
-	}
-	return rpc.Retry(err)
-}
-
-func (c *Conductor) markCreateFailed(ctx context.Context, id string, cause error) error {
-	reason := failureReason(cause)
-	status := magnum.ClusterStatus(CreateFailed)
-	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &status, StatusReason: &reason,
-		OnlyIfStatus: []magnum.ClusterStatus{CreateInProgress}}); err != nil && !errors.Is(err, ErrConflict) {
-		return rpc.Retry(err)
-	}
-	groups, err := c.store.ListNodeGroups(ctx, id)
-	if err != nil {
-		return rpc.Retry(err)
-	}
-	for _, g := range groups {
-		// Magnum leaves node groups in CREATE_IN_PROGRESS; failing them fills the API's faults.
-		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &status, StatusReason: &reason,
-			OnlyIfStatus: []magnum.ClusterStatus{CreateInProgress}}); err != nil && !errors.Is(err, ErrConflict) {
-			return rpc.Retry(err)
-		}
-	}
-	return nil
-}
-
-// failureReason is what a tenant reads in status_reason.
-func failureReason(err error) string {
-	var le *templates.LabelError
-	if errors.As(err, &le) {
-		return le.Error()
-	}
-	var me *magnum.Exception
-	if errors.As(err, &me) {
-		return me.Message
-	}
-	var re *rpc.RemoteError
-	if errors.As(err, &re) {
-		return re.Message
-	}
-	if meta.IsNoMatchError(err) {
-		return "the management cluster does not serve the Cluster API resources this cluster needs; ask your cloud operator: " + err.Error()
-	}
-	return err.Error()
-}
-
-// permanent tells errors retrying cannot fix (bad input, objects the apiserver refuses) from
-// transient ones (connection loss, timeouts, conflicts).
-func permanent(err error) bool {
-	var le *templates.LabelError
-	if errors.As(err, &le) || meta.IsNoMatchError(err) {
-		return true
-	}
-	var pe *permanentError
-	if errors.As(err, &pe) {
-		return true
-	}
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
-}
-
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
 // applyCluster renders and applies everything a cluster needs in the management cluster.
-func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller *rpc.Context) error {
+func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller *rpc.Context, upgrade *templates.Upgrade) error {
 	id := cl.UUID.Or("")
 	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
 	if err != nil {
@@ -236,7 +221,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err != nil {
 		return err
 	}
-	in := c.renderInput(ctx, cl, tmpl, groups)
+	in := c.renderInput(cl, tmpl, groups, upgrade)
 	rendered, err := templates.Render(in)
 	if err != nil {
 		var le *templates.LabelError
@@ -272,19 +257,33 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 }
 
 // ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a
-// redelivered create never replaces a CA the cluster already trusts.
+// redelivered create never replaces a CA the cluster already trusts. The key pairs go under refs
+// derived from the cluster's uuid: an attempt that stored them but died before recording the refs
+// in the cluster row finds them again instead of making a second CA; a partial set (a crash
+// between two of the four rows) is removed and made again before anything trusts it.
 func (c *Conductor) ensureCertificates(ctx context.Context, cl *magnum.Cluster) (*certs.ClusterPKI, error) {
 	issuer := firstNonEmpty(cl.Name.Or(""), cl.UUID.Or(""))
-	refs := refsOf(cl)
-	if refs.CACertRef != "" {
+	if refs := refsOf(cl); refs.CACertRef != "" {
 		return c.certs.LoadCluster(ctx, refs, issuer)
 	}
-	pki, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
-	if err != nil {
-		return nil, err
-	}
-	refs, err = c.certs.StoreCluster(ctx, pki, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")})
-	if err != nil {
+	refs := certs.ClusterRefs(cl.UUID.Or(""))
+	pki, err := c.certs.LoadCluster(ctx, refs, issuer)
+	switch {
+	case errors.Is(err, certs.ErrKeyPairNotFound):
+		if err := c.certs.DeleteCluster(ctx, refs); err != nil {
+			return nil, err
+		}
+		fresh, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.certs.StoreClusterAt(ctx, fresh, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")}, refs); err != nil {
+			return nil, err
+		}
+		if pki, err = c.certs.LoadCluster(ctx, refs, issuer); err != nil {
+			return nil, err
+		}
+	case err != nil:
 		return nil, err
 	}
 	if err := c.store.UpdateCluster(ctx, cl.UUID.Or(""), ClusterUpdate{CertRefs: &refs}); err != nil {
@@ -302,9 +301,9 @@ func (c *Conductor) namespace(projectID string) string {
 	return templates.NamespaceFor(c.opts.NamespacePrefix, projectID)
 }
 
-// renderInput converts Magnum's rows into the mapping's input; ctx carries a cluster_upgrade's
-// arguments (withUpgrade).
-func (c *Conductor) renderInput(ctx context.Context, cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, groups []*magnum.NodeGroup) templates.Input {
+// renderInput converts Magnum's rows into the mapping's input; upgrade carries a cluster_upgrade's
+// rollout settings to the apply that starts it (nil otherwise: CAPI's default rollout).
+func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, groups []*magnum.NodeGroup, upgrade *templates.Upgrade) templates.Input {
 	in := templates.Input{
 		Flavor:    c.opts.Flavor,
 		Namespace: c.namespace(cl.ProjectID.Or("")),
@@ -322,7 +321,7 @@ func (c *Conductor) renderInput(ctx context.Context, cl *magnum.Cluster, tmpl *m
 			MasterFlavorID: cl.MasterFlavorID.Or(""), FlavorID: cl.FlavorID.Or(""), Labels: dictMap(cl.Labels),
 		},
 		DefaultKubernetesVersion: c.opts.DefaultKubernetesVersion,
-		Upgrade:                  upgradeFrom(ctx),
+		Upgrade:                  upgrade,
 	}
 	for _, g := range groups {
 		if strings.HasPrefix(string(g.Status.Or("")), "DELETE_") {
@@ -346,9 +345,10 @@ func (c *Conductor) renderInput(ctx context.Context, cl *magnum.Cluster, tmpl *m
 	return in
 }
 
-// ClusterDelete implements cluster_delete(uuid): DELETE_IN_PROGRESS at once, then the CAPI Cluster
-// is deleted; the rows go when the watch sees it gone (finishDelete). Deleting a cluster that is
-// already gone is a no-op, so redeliveries are harmless.
+// ClusterDelete implements cluster_delete(uuid): DELETE_IN_PROGRESS at once, then the driver
+// deletes the CAPI Cluster and, once it is gone, everything the bridge owns (finishDelete).
+// Deleting a cluster that is already gone is a no-op, so redeliveries are harmless; deleting one
+// already being deleted resumes the delete (and restarts its deadline).
 func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, error) {
 	id, err := stringArg(req, "uuid")
 	if err != nil {
@@ -381,19 +381,8 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 			return nil, rpc.Retry(err)
 		}
 	}
-	gone, err := c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
-	if err != nil {
-		if permanent(err) {
-			reason := "deleting the Cluster API cluster failed: " + err.Error()
-			failed := magnum.ClusterStatus(DeleteFailed)
-			_ = c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason})
-			return nil, nil
-		}
-		return nil, rpc.Retry(err)
-	}
-	if gone {
-		return nil, c.finishDelete(ctx, cl, req.Context)
-	}
+	c.ops.begin(id, c.opts.Now())
+	c.enqueue(id)
 	return nil, nil
 }
 
@@ -421,7 +410,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		if !permanent(err) {
 			return rpc.Retry(err)
 		}
-		reason := failureReason(err)
+		reason := c.reasonFor(id, err)
 		failed := magnum.ClusterStatus(DeleteFailed)
 		c.log.WarnContext(ctx, "cluster delete: credentials left in Keystone", "cluster", id, "error", err)
 		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason}); err != nil {
@@ -438,6 +427,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.store.DeleteCluster(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
 		return rpc.Retry(err)
 	}
+	c.ops.end(id)
 	c.log.InfoContext(ctx, "cluster deleted", "cluster", id)
 	return nil
 }

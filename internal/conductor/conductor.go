@@ -35,6 +35,11 @@ type Options struct {
 	// ServerGroups creates the Nova server groups of OpenStack clusters; nil means none are made.
 	ServerGroups ServerGroups
 	Logger       *slog.Logger
+	// UpdateTimeout and DeleteTimeout are the deadlines of updates (resize, upgrade, node group
+	// changes) and deletes; zero means DefaultUpdateTimeout / DefaultDeleteTimeout.
+	UpdateTimeout, DeleteTimeout time.Duration
+	// RetryBase and RetryMax bound the operation driver's backoff; zero means 1 s and 1 min.
+	RetryBase, RetryMax time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -46,6 +51,7 @@ type Conductor struct {
 	certs *certs.Manager
 	opts  Options
 	log   *slog.Logger
+	ops   *operations
 }
 
 // New wires a conductor.
@@ -59,13 +65,39 @@ func New(store Store, kube Kube, certManager *certs.Manager, opts Options) *Cond
 	if opts.Versions == nil {
 		opts.Versions = magnum.NewVersions(nil)
 	}
-	return &Conductor{store: store, kube: kube, certs: certManager, opts: opts, log: opts.Logger}
+	if opts.UpdateTimeout <= 0 {
+		opts.UpdateTimeout = DefaultUpdateTimeout
+	}
+	if opts.DeleteTimeout <= 0 {
+		opts.DeleteTimeout = DefaultDeleteTimeout
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = time.Second
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = time.Minute
+	}
+	return &Conductor{store: store, kube: kube, certs: certManager, opts: opts, log: opts.Logger,
+		ops: newOperations(opts.RetryBase, opts.RetryMax)}
+}
+
+// readOnlyMethods only read what the conductor owns: they never wait behind a cluster's write
+// (KeyFunc), so `openstack coe cluster config` answers while that cluster's operation retries.
+var readOnlyMethods = map[string]bool{"get_ca_certificate": true, "sign_certificate": true, "ping_conductor": true}
+
+// KeyFunc is the rpc server's serialization key: a cluster's writes run one at a time in arrival
+// order; read-only calls run at once.
+func KeyFunc(req *rpc.Request) string {
+	if readOnlyMethods[req.Method] {
+		return ""
+	}
+	return rpc.DefaultKeyFunc(req)
 }
 
 // Handlers maps every RPC method the bridge serves to its endpoint. Methods not listed get oslo's
 // NoSuchMethod from the rpc server.
 func (c *Conductor) Handlers() map[string]rpc.Handler {
-	return map[string]rpc.Handler{
+	handlers := map[string]rpc.Handler{
 		"cluster_create":        c.ClusterCreate,
 		"cluster_delete":        c.ClusterDelete,
 		"get_ca_certificate":    c.GetCACertificate,
@@ -83,7 +115,29 @@ func (c *Conductor) Handlers() map[string]rpc.Handler {
 		"federation_update":     c.FederationNotImplemented,
 		"federation_delete":     c.FederationNotImplemented,
 	}
+	for method, h := range handlers {
+		handlers[method] = bounded(h)
+	}
+	return handlers
 }
+
+// handlerTimeout bounds one run of a handler: a hung connection becomes a transient error the rpc
+// server retries, never a message held forever. Handlers only record intent (the operation driver
+// does the long work), so this is generous.
+const handlerTimeout = 2 * time.Minute
+
+func bounded(h rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, req *rpc.Request) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, handlerTimeout)
+		defer cancel()
+		res, err := h(ctx, req)
+		if err != nil && ctx.Err() != nil && !rpc.IsRetryable(err) {
+			err = rpc.Retry(err) // the handler's own deadline, not a refusal
+		}
+		return res, err
+	}
+}
+
 
 // FederationNotImplemented answers the federation casts as Magnum's own conductor does: the
 // feature does not exist (magnum-api writes no federation rows either).

@@ -1,7 +1,6 @@
 package conductor
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,7 +97,7 @@ func TestRenderInputNodesAndUpgrade(t *testing.T) {
 	gone.UUID.Set("44444444-4444-4444-4444-444444444444")
 	gone.Status.Set("DELETE_IN_PROGRESS")
 
-	in := c.renderInput(context.Background(), cl, tmpl, []*magnum.NodeGroup{ng, gone})
+	in := c.renderInput(cl, tmpl, []*magnum.NodeGroup{ng, gone}, nil)
 	require.Nil(t, in.Upgrade)
 	require.Len(t, in.NodeGroups, 1, "a group being deleted leaves the topology")
 	require.Equal(t, map[string]string{"tier": "batch"}, in.NodeGroups[0].NodeLabels)
@@ -106,7 +105,7 @@ func TestRenderInputNodesAndUpgrade(t *testing.T) {
 		{Key: "dedicated", Effect: "PreferNoSchedule"}}, in.NodeGroups[0].NodeTaints)
 
 	u := &templates.Upgrade{MaxBatchSize: 3, NodeGroup: ng.UUID.Or("")}
-	in = c.renderInput(withUpgrade(context.Background(), u), cl, tmpl, []*magnum.NodeGroup{ng})
+	in = c.renderInput(cl, tmpl, []*magnum.NodeGroup{ng}, u)
 	require.Equal(t, u, in.Upgrade)
 	require.True(t, in.UpgradeCovers(in.NodeGroups[0]))
 }

@@ -23,13 +23,18 @@ func TestCloudErrorsArePermanentOnlyWhenKeystoneRefused(t *testing.T) {
 		"keystone down":                        {&keystone.Error{Op: "validate token", Err: errors.New("connection refused")}, false},
 		"keystone failing":                     {&keystone.Error{Op: "create", StatusCode: http.StatusServiceUnavailable}, false},
 		"rate limited":                         {&keystone.Error{Op: "create", StatusCode: http.StatusTooManyRequests}, false},
-		"joined, first refused":                {errors.Join(&keystone.Error{Op: "delete", StatusCode: http.StatusForbidden}, errors.New("x")), true},
+		"role the token holds denied (Keystone under concurrent creates)": {&keystone.Error{Op: "create application credential",
+			StatusCode: http.StatusBadRequest, Message: "Invalid application credential: Cannot create an application credential with unassigned role"}, false},
+		"other bad request":     {&keystone.Error{Op: "create application credential", StatusCode: http.StatusBadRequest, Message: "Invalid input"}, true},
+		"joined, first refused": {errors.Join(&keystone.Error{Op: "delete", StatusCode: http.StatusForbidden}, errors.New("x")), true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			err := cloudError("deleting the cluster's application credentials failed", c.err)
 			require.Equal(t, c.permanent, permanent(err))
-			require.Contains(t, failureReason(err), "deleting the cluster's application credentials failed")
+			if c.permanent {
+				require.Contains(t, New(nil, nil, nil, Options{}).reasonFor("c", err), "deleting the cluster's application credentials failed")
+			}
 		})
 	}
 }

@@ -38,70 +38,42 @@ func statusIn(s magnum.ClusterStatus, set []magnum.ClusterStatus) bool {
 }
 
 // loadForUpdate reads the stored cluster named by the "cluster" argument and checks the caller may
-// act on it and that its status allows the operation (Magnum's NotSupported otherwise).
-func (c *Conductor) loadForUpdate(ctx context.Context, req *rpc.Request, operation string, allowed []magnum.ClusterStatus) (*magnum.Cluster, error) {
+// act on it and that its status allows the operation (Magnum's NotSupported otherwise). A cluster
+// already UPDATE_IN_PROGRESS is accepted when resumes says this request is the one that put it
+// there (a retry or redelivery after a partial attempt): the operation is resumed, not refused.
+func (c *Conductor) loadForUpdate(ctx context.Context, req *rpc.Request, operation string, allowed []magnum.ClusterStatus,
+	resumes func(*magnum.Cluster) bool) (*magnum.Cluster, error) {
 	cl, err := c.clusterForCall(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if st := cl.Status.Or(""); !statusIn(st, allowed) {
-		return nil, magnum.NotSupported(fmt.Sprintf("%s when status is \"%s\"", operation, st))
+	st := cl.Status.Or("")
+	if statusIn(st, allowed) || (st == UpdateInProgress && resumes != nil && resumes(cl)) {
+		return cl, nil
 	}
-	return cl, nil
+	return nil, magnum.NotSupported(fmt.Sprintf("%s when status is \"%s\"", operation, st))
 }
 
-// setUpdateInProgress moves the cluster to UPDATE_IN_PROGRESS, guarded on the status it was read in.
-func (c *Conductor) setUpdateInProgress(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
+// repeated is true for a request that ran before: a retry in this process or a redelivery.
+func repeated(req *rpc.Request) bool { return req.Attempt > 1 || req.Redelivered }
+
+// startUpdate records the operation — the cluster UPDATE_IN_PROGRESS, guarded on the status it was
+// read in, with extra columns in the same write — and hands the cluster to the operation driver.
+func (c *Conductor) startUpdate(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
 	st := magnum.ClusterStatus(UpdateInProgress)
 	empty := ""
 	extra.Status, extra.StatusReason = &st, &empty
 	extra.OnlyIfStatus = []magnum.ClusterStatus{cl.Status.Or(""), UpdateInProgress}
-	err := c.store.UpdateCluster(ctx, cl.UUID.Or(""), extra)
+	id := cl.UUID.Or("")
+	err := c.store.UpdateCluster(ctx, id, extra)
 	if errors.Is(err, ErrConflict) {
 		return magnum.Conflict("the cluster changed while the request was handled; try again")
 	}
-	return err
-}
-
-// startUpdate moves the cluster to UPDATE_IN_PROGRESS and applies its re-rendered topology.
-func (c *Conductor) startUpdate(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
-	if err := c.setUpdateInProgress(ctx, cl, extra); err != nil {
-		return err
-	}
-	return c.applyTopology(ctx, cl.UUID.Or(""))
-}
-
-// applyTopology re-renders the cluster from the stored rows and applies it. A refusal by the
-// apiserver marks the cluster (and the groups being changed) UPDATE_FAILED with the reason.
-func (c *Conductor) applyTopology(ctx context.Context, id string) error {
-	cl, err := c.store.GetCluster(ctx, id)
 	if err != nil {
 		return rpc.Retry(err)
 	}
-	err = c.applyCluster(ctx, cl, nil)
-	if err == nil {
-		c.kube.Kick(c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
-		return nil
-	}
-	if !permanent(err) {
-		return rpc.Retry(err)
-	}
-	reason := failureReason(err)
-	failed := magnum.ClusterStatus(UpdateFailed)
-	_ = c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason,
-		OnlyIfStatus: []magnum.ClusterStatus{UpdateInProgress}})
-	groups, _ := c.store.ListNodeGroups(ctx, id)
-	for _, g := range groups {
-		if st := g.Status.Or(""); st == UpdateInProgress || st == CreateInProgress {
-			fs := failed
-			if st == CreateInProgress {
-				fs = CreateFailed
-			}
-			_ = c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &fs, StatusReason: &reason,
-				OnlyIfStatus: []magnum.ClusterStatus{st}})
-		}
-	}
-	c.log.WarnContext(ctx, "update refused", "cluster", id, "error", err)
+	c.ops.begin(id, c.opts.Now())
+	c.enqueue(id)
 	return nil
 }
 
@@ -120,16 +92,22 @@ func (c *Conductor) defaultWorker(ctx context.Context, id string) (*magnum.NodeG
 
 // ClusterUpdate implements cluster_update(cluster, node_count, health_status, health_status_reason,
 // rollback): the `PATCH node_count` path of the CLI and Terraform, and health reports from outside.
+// The default worker group's new size and UPDATE_IN_PROGRESS are written in one statement (so the
+// status sync never takes the old size back), then the cluster's status.
 func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Updating a cluster", completeStatuses)
-	if err != nil {
-		return nil, err
-	}
-	id := cl.UUID.Or("")
 	count, err := intArg(req, "node_count", -1)
 	if err != nil {
 		return nil, err
 	}
+	cl, err := c.loadForUpdate(ctx, req, "Updating a cluster", completeStatuses, func(cl *magnum.Cluster) bool {
+		// The stored worker already has this size, or this very request ran before.
+		w, err := c.defaultWorker(ctx, cl.UUID.Or(""))
+		return repeated(req) || (err == nil && count >= 0 && int64(count) == w.NodeCount.Or(0))
+	})
+	if err != nil {
+		return nil, err
+	}
+	id := cl.UUID.Or("")
 	worker, err := c.defaultWorker(ctx, id)
 	if err != nil {
 		return nil, err
@@ -147,11 +125,17 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 			return nil, rpc.Retry(err)
 		}
 	}
-	if count < 0 || int64(count) == worker.NodeCount.Or(0) {
+	if count < 0 {
+		return nil, nil
+	}
+	partial := worker.Status.Or("") == UpdateInProgress || cl.Status.Or("") == UpdateInProgress
+	if int64(count) == worker.NodeCount.Or(0) && !partial {
 		return nil, nil
 	}
 	n := int64(count)
-	if err := c.store.UpdateNodeGroup(ctx, worker.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n}); err != nil {
+	st := magnum.ClusterStatus(UpdateInProgress)
+	empty := ""
+	if err := c.store.UpdateNodeGroup(ctx, worker.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
 	}
 	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
@@ -160,7 +144,7 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 // ClusterResize implements cluster_resize(cluster, node_count, nodes_to_remove, nodegroup): the named
 // machines are the ones that go, through CAPI's delete-machine annotation.
 func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Resizing a cluster", resizableStatuses)
+	cl, err := c.loadForUpdate(ctx, req, "Resizing a cluster", resizableStatuses, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +164,9 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 		}
 	}
 	isMaster := ng.Role.Or("") == "master"
+	// The group already has this size and is being resized: a retry or redelivery of this request
+	// after its rows were written. Its named nodes may be gone already.
+	resuming := ng.Status.Or("") == UpdateInProgress && count >= 0 && int64(count) == ng.NodeCount.Or(0)
 	switch {
 	case count < 0:
 		return nil, rpc.InvalidArgs("node_count is required")
@@ -187,7 +174,7 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 		return nil, invalidParameter(fmt.Sprintf("a control plane needs an odd number of nodes, not %d", count))
 	case isMaster && len(remove) > 0:
 		return nil, magnum.NotSupported("Removing named control-plane nodes")
-	case len(remove) > 0 && int64(count) != ng.NodeCount.Or(0)-int64(len(remove)):
+	case len(remove) > 0 && !resuming && int64(count) != ng.NodeCount.Or(0)-int64(len(remove)):
 		return nil, invalidParameter(fmt.Sprintf("node_count %d does not match removing %d of %d nodes", count, len(remove), ng.NodeCount.Or(0)))
 	}
 	if len(remove) > 0 {
@@ -195,7 +182,7 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 		if err != nil {
 			return nil, rpc.Retry(err)
 		}
-		if len(unknown) > 0 {
+		if len(unknown) > 0 && !resuming {
 			return nil, invalidParameter("no such node in node group " + ng.Name.Or("") + ": " + strings.Join(unknown, ", "))
 		}
 	}
@@ -228,7 +215,7 @@ func (c *Conductor) nodeGroupArg(ctx context.Context, req *rpc.Request, clusterU
 // NodeGroupCreate implements nodegroup_create(cluster, nodegroup): the row is inserted at once
 // (Terraform aborts on a 404), then the MachineDeployment is added to the topology.
 func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Adding a node group", resizableStatuses)
+	cl, err := c.loadForUpdate(ctx, req, "Adding a node group", resizableStatuses, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +223,9 @@ func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any,
 	if err := c.decodeView(req, "nodegroup", ng); err != nil {
 		return nil, err
 	}
+	// The group belongs to the cluster the caller may act on, whatever the message says.
+	ng.ClusterID.Set(cl.UUID.Or(""))
+	ng.ProjectID.Set(cl.ProjectID.Or(""))
 	if ng.Role.Or("worker") == "master" {
 		return nil, magnum.NotSupported("Adding a control-plane node group")
 	}
@@ -249,12 +239,22 @@ func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any,
 			ng.ImageID.Set(tmpl.ImageID.Or(""))
 		}
 	}
-	if _, err := c.store.CreateNodeGroup(ctx, ng); err != nil {
+	created, err := c.store.CreateNodeGroup(ctx, ng)
+	if err != nil {
 		var me *magnum.Exception
 		if errors.As(err, &me) {
 			return nil, err
 		}
 		return nil, rpc.Retry(err)
+	}
+	if !created {
+		// A redelivery, or a uuid that is another cluster's group: only the former is resumed.
+		if _, err := c.store.GetNodeGroup(ctx, cl.UUID.Or(""), ng.UUID.Or("")); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, authorizationFailure(fmt.Sprintf("node group %s belongs to another cluster", ng.UUID.Or("")))
+			}
+			return nil, rpc.Retry(err)
+		}
 	}
 	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
 }
@@ -350,9 +350,22 @@ func upgradeCheck(from, to string) error {
 // Another group may only be brought to the cluster's current template (magnum-api checks it, and so
 // does this): the upgrade is limited to that group (templates.Input.UpgradeCovers).
 func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Upgrading a cluster", completeStatuses)
+	arg := &magnum.ClusterTemplate{}
+	if err := c.decodeView(req, "cluster_template", arg); err != nil {
+		return nil, err
+	}
+	cl, err := c.loadForUpdate(ctx, req, "Upgrading a cluster", completeStatuses, func(cl *magnum.Cluster) bool {
+		// This request ran before and already switched the template: resume its apply.
+		return repeated(req) && cl.ClusterTemplateID.Or("") == arg.UUID.Or("")
+	})
 	if err != nil {
 		return nil, err
+	}
+	if cl.Status.Or("") == UpdateInProgress {
+		id := cl.UUID.Or("")
+		c.ops.begin(id, c.opts.Now())
+		c.enqueue(id)
+		return nil, nil
 	}
 	id := cl.UUID.Or("")
 	upgrade := &templates.Upgrade{}
@@ -369,20 +382,16 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		}
 		upgrade.NodeGroup = named.UUID.Or("")
 	}
-	arg := &magnum.ClusterTemplate{}
-	if err := c.decodeView(req, "cluster_template", arg); err != nil {
-		return nil, err
-	}
 	target, err := c.store.GetClusterTemplate(ctx, arg.UUID.Or(""))
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, magnum.ClusterTemplateNotFound(arg.UUID.Or(""))
 		}
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
 	current, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
 	if target.COE.Or("") != "" && current != nil && target.COE.Or("") != current.COE.Or("") {
 		return nil, magnum.InvalidClusterTemplateForUpgrade("the target template is not for " + string(current.COE.Or("")))
@@ -406,19 +415,21 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 	planned.Labels.Set(magnum.DictFromMap(labels))
 	groups, err := c.store.ListNodeGroups(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, rpc.Retry(err)
 	}
-	ctx = withUpgrade(ctx, upgrade)
-	in := c.renderInput(ctx, &planned, target, groups)
+	in := c.renderInput(&planned, target, groups, upgrade)
 	rendered, err := templates.Render(in)
 	if err != nil {
-		return nil, magnum.InvalidClusterTemplateForUpgrade(failureReason(err))
+		return nil, magnum.InvalidClusterTemplateForUpgrade(c.reasonFor(id, err))
 	}
 	if err := c.kube.DryRunApply(ctx, append(rendered.ClassObjects, rendered.Cluster)...); err != nil {
 		if permanent(err) {
-			return nil, magnum.InvalidClusterTemplateForUpgrade("the management cluster refuses the new topology: " + err.Error())
+			return nil, magnum.InvalidClusterTemplateForUpgrade("the management cluster refuses the new topology: " + c.reasonFor(id, err))
 		}
-		return nil, err
+		// The management cluster cannot answer now. The upgrade is recorded anyway and the driver
+		// applies it when it is back (a refusal then ends UPDATE_FAILED with the reason) rather
+		// than magnum-api timing out on a call the tenant would have to repeat.
+		c.log.WarnContext(ctx, "cluster_upgrade: dry run not possible, applying without it", "cluster", id, "error", err)
 	}
 
 	st := magnum.ClusterStatus(UpdateInProgress)
@@ -428,26 +439,12 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 			continue
 		}
 		if err := c.store.UpdateNodeGroup(ctx, g.UUID, NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
-			return nil, err
+			return nil, rpc.Retry(err)
 		}
 	}
 	tid := target.UUID.Or("")
-	// ctx carries the upgrade into the rendering startUpdate applies.
+	c.ops.setUpgrade(id, upgrade) // the rollout settings reach the driver's apply
 	return nil, c.startUpdate(ctx, cl, ClusterUpdate{TemplateID: &tid, Labels: labels})
-}
-
-type upgradeKey struct{}
-
-// withUpgrade carries a cluster_upgrade's arguments to the renderings of the same request. Only
-// that request's apply renders the upgrade's rollout; a later re-render (another day-2 operation)
-// leaves the rollout to CAPI's default again.
-func withUpgrade(ctx context.Context, u *templates.Upgrade) context.Context {
-	return context.WithValue(ctx, upgradeKey{}, u)
-}
-
-func upgradeFrom(ctx context.Context) *templates.Upgrade {
-	u, _ := ctx.Value(upgradeKey{}).(*templates.Upgrade)
-	return u
 }
 
 func templateLabels(t *magnum.ClusterTemplate) map[string]string {

@@ -31,15 +31,27 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		return 0, err
 	}
 	status := string(cl.Status.Or(""))
-	if status == DeleteInProgress || status == "" {
+	if status == "" {
 		return 0, nil
 	}
 	groups, err := c.store.ListNodeGroups(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	cur := capi.Current{Status: status, CreatedAt: cl.CreatedAt.Or(time.Time{}),
+	now := c.opts.Now()
+	cur := capi.Current{Status: status, StatusReason: cl.StatusReason.Or(""), CreatedAt: cl.CreatedAt.Or(time.Time{}),
 		CreateTimeout: time.Duration(cl.CreateTimeout.Or(0)) * time.Minute}
+	if status == UpdateInProgress || status == DeleteInProgress {
+		cur.Deadline = c.deadline(cl, status)
+		cur.DeadlineName = timeoutName(status, c.timeout(cl, status))
+	}
+	if status == DeleteInProgress {
+		// Only the deadline matters while CAPI deletes; the driver finishes the delete when it is gone.
+		if d := capi.Decide(cur, capi.Observation{Cluster: obs.Cluster}, now); d.Status == DeleteFailed {
+			return 0, c.failOperation(ctx, cl, DeleteInProgress, "", &permanentError{errors.New(d.StatusReason)})
+		}
+		return cur.Deadline.Sub(now) + time.Second, nil
+	}
 	if tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or("")); err == nil {
 		// What Magnum asked for: an operation is not complete while CAPI shows another version.
 		cur.Version, _ = templates.KubernetesVersion(dictMap(cl.Labels), tmpl.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
@@ -52,11 +64,13 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 			Autoscaled: autoscaling && g.MaxNodeCount.IsSet() && !g.MaxNodeCount.IsNull() && g.Role.Or("") != "master",
 		})
 	}
-	now := c.opts.Now()
 	d := capi.Decide(cur, obs, now)
+	d.StatusReason = redactEndpoints(d.StatusReason)
 	if unimpl, err := templates.ValidateLabels(c.opts.Flavor, dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
 		note := "labels not implemented by magnum-capi-bridge (ignored): " + strings.Join(unimpl, ", ")
-		d.StatusReason = strings.TrimPrefix(strings.TrimSuffix(d.StatusReason, ".")+"; "+note, "; ")
+		if !strings.Contains(d.StatusReason, note) {
+			d.StatusReason = strings.TrimPrefix(strings.TrimSuffix(d.StatusReason, ".")+"; "+note, "; ")
+		}
 	}
 
 	u := ClusterUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(status)}}
@@ -128,65 +142,62 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 			return 0, err
 		}
 		if d.Terminal {
+			c.ops.end(id)
 			c.log.InfoContext(ctx, "cluster status", "cluster", id, "status", d.Status, "reason", d.StatusReason)
 		}
 	}
-	// A create still running is looked at again when its create_timeout passes, even if CAPI is silent.
-	if d.Status == CreateInProgress && cur.CreateTimeout > 0 {
+	// An operation still running is looked at again when its deadline passes, even if CAPI is silent.
+	switch {
+	case d.Status == CreateInProgress && cur.CreateTimeout > 0:
 		if left := cur.CreatedAt.Add(cur.CreateTimeout).Sub(now); left > 0 {
+			return left + time.Second, nil
+		}
+	case d.Status == UpdateInProgress && !cur.Deadline.IsZero():
+		if left := cur.Deadline.Sub(now); left > 0 {
 			return left + time.Second, nil
 		}
 	}
 	return 0, nil
 }
 
-// ClusterGone implements capi.Sink: a deleted CAPI Cluster finishes its Magnum cluster's delete.
+// ClusterGone implements capi.Sink: a deleted CAPI Cluster lets its Magnum cluster's delete finish.
+// A delete that already ended DELETE_FAILED (its deadline passed while CAPI was still deleting)
+// finishes too: the cluster is gone after all.
 func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) error {
-	clusters, err := c.store.ListClustersByStatus(ctx, DeleteInProgress)
-	if err != nil {
-		return err
-	}
 	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) {
 		return nil // another bridge's namespace
 	}
+	clusters, err := c.store.ListClustersByStatus(ctx, DeleteInProgress, DeleteFailed)
+	if err != nil {
+		return err
+	}
 	project := c.projectOfNamespace(namespace)
 	for _, cl := range clusters {
-		if cl.StackID.Or("") == name && cl.ProjectID.Or("") == project {
-			return c.finishDelete(ctx, cl, nil)
+		if cl.StackID.Or("") != name || cl.ProjectID.Or("") != project {
+			continue
 		}
+		if string(cl.Status.Or("")) == DeleteInProgress {
+			c.enqueue(cl.UUID.Or(""))
+			return nil
+		}
+		return unwrapRetry(c.finishDelete(ctx, cl, nil))
 	}
 	return nil
 }
 
-// Resync finishes work a previous run left behind: clusters in DELETE_IN_PROGRESS whose CAPI
-// Cluster is already gone, and creates whose message was acknowledged but whose objects are
-// missing. Called once at start-up; afterwards the watch drives everything.
+// Resync resumes every operation a previous run left in progress — creates, updates, resizes,
+// upgrades, node group changes and deletes — by handing the clusters to the operation driver,
+// which re-applies what their rows record. Called at start-up; afterwards handlers and the watch
+// drive everything.
 func (c *Conductor) Resync(ctx context.Context) error {
-	deleting, err := c.store.ListClustersByStatus(ctx, DeleteInProgress)
+	clusters, err := c.store.ListClustersByStatus(ctx, CreateInProgress, UpdateInProgress, DeleteInProgress)
 	if err != nil {
 		return err
 	}
-	for _, cl := range deleting {
-		gone, err := c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
-		if err != nil {
-			c.log.WarnContext(ctx, "resync: delete", "cluster", cl.UUID.Or(""), "error", err)
-			continue
-		}
-		if gone {
-			if err := c.finishDelete(ctx, cl, nil); err != nil {
-				c.log.WarnContext(ctx, "resync: finish delete", "cluster", cl.UUID.Or(""), "error", err)
-			}
-		}
+	for _, cl := range clusters {
+		c.enqueue(cl.UUID.Or(""))
 	}
-	creating, err := c.store.ListClustersByStatus(ctx, CreateInProgress)
-	if err != nil {
-		return err
-	}
-	for _, cl := range creating {
-		if err := c.reconcileCreate(ctx, cl.UUID.Or(""), 1, nil); err != nil {
-			c.log.WarnContext(ctx, "resync: create", "cluster", cl.UUID.Or(""), "error", err)
-		}
-	}
+	c.log.InfoContext(ctx, "resync: operations in progress resumed", "count", len(clusters))
 	return nil
 }
 

@@ -35,6 +35,8 @@ type Request struct {
 	Redelivered bool
 	// Attempt counts handler runs for this delivery (1, then 2… after Retry errors).
 	Attempt int
+	// FirstAttempt is when the handler first ran for this delivery: how long it has been held.
+	FirstAttempt time.Time
 	// Queue is the queue the message came from.
 	Queue string
 	// Cluster is the serialization key (Options.KeyFunc): with the default key function, the

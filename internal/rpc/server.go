@@ -512,6 +512,9 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 
 	t.attempts++
 	req.Attempt = t.attempts
+	if req.FirstAttempt.IsZero() {
+		req.FirstAttempt = time.Now()
+	}
 	start := time.Now()
 	s.stats.running.Add(1)
 	result, err := s.invoke(ctx, h, req)

@@ -263,6 +263,13 @@ var openStackEffects = map[string]effectCase{
 		require.Equal(t, false, field(t, r.Cluster, path(clusterTopo, "controlPlane", "healthCheck", "enabled")...))
 		require.Equal(t, false, dig(mdTopology(t, r, "default-worker"), "healthCheck", "enabled"))
 	}},
+	"auto_healing_node_timeout": {labels: map[string]string{"auto_healing_node_timeout": "45"}, check: func(t *testing.T, r *templates.Rendered, d *topologysim.Desired) {
+		conds := dig(mdTopology(t, r, "default-worker"), "healthCheck", "checks", "unhealthyNodeConditions").([]any)
+		require.Len(t, conds, 2)
+		for _, c := range conds {
+			require.EqualValues(t, 45, dig(c, "timeoutSeconds"))
+		}
+	}},
 	"auto_scaling_enabled": {labels: map[string]string{"auto_scaling_enabled": "true", "max_node_count": "6"}, check: autoscaled("0", "6")},
 	"min_node_count":       {labels: map[string]string{"auto_scaling_enabled": "true", "min_node_count": "2", "max_node_count": "6"}, check: autoscaled("2", "6")},
 	"max_node_count":       {labels: map[string]string{"auto_scaling_enabled": "true", "max_node_count": "9"}, check: autoscaled("0", "9")},
@@ -334,9 +341,10 @@ var inMemoryEffects = map[string]effectCase{
 		mdc := field(t, class, "spec", "workers", "machineDeployments").([]any)[0]
 		require.Nil(t, dig(mdc, "healthCheck"))
 	}},
-	"auto_scaling_enabled": openStackEffects["auto_scaling_enabled"],
-	"min_node_count":       openStackEffects["min_node_count"],
-	"max_node_count":       openStackEffects["max_node_count"],
+	"auto_scaling_enabled":      openStackEffects["auto_scaling_enabled"],
+	"auto_healing_node_timeout": openStackEffects["auto_healing_node_timeout"],
+	"min_node_count":            openStackEffects["min_node_count"],
+	"max_node_count":            openStackEffects["max_node_count"],
 	"inmemory_machine_startup": {labels: map[string]string{"inmemory_machine_startup": "45s"}, check: func(t *testing.T, r *templates.Rendered, _ *topologysim.Desired) {
 		require.Equal(t, "45s", field(t, r.ClassObjects[1], "spec", "template", "spec", "backend", "inMemory", "vm", "provisioning", "startupDuration"))
 	}},
@@ -468,6 +476,7 @@ var invalidValues = map[string][]string{
 	"min_node_count":                   {"-1"},
 	"max_node_count":                   {"many"},
 	"inmemory_machine_startup":         {"forever", "-5s"},
+	"auto_healing_node_timeout":        {"soon", "10", "90000"},
 }
 
 // labelsFor adds what a label needs to be read at all (oidc_* need an issuer, audit_* need

@@ -1,0 +1,122 @@
+package capi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+func machine(name string, controlPlane, ready bool) clusterv1.Machine {
+	m := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	m.Spec.Version = "v1.36.3"
+	if controlPlane {
+		m.Labels[clusterv1.MachineControlPlaneLabel] = ""
+	} else {
+		m.Labels[templates.LabelNodeGroupUUID] = ngWorker
+	}
+	st := metav1.ConditionFalse
+	if ready {
+		st = metav1.ConditionTrue
+	}
+	m.Status.Conditions = []metav1.Condition{cond(clusterv1.MachineReadyCondition, st, "")}
+	return m
+}
+
+// settledUpdate is a cluster whose control plane is being resized from 1 to 3 (Magnum 23's
+// `coe cluster resize C 3 --nodegroup default-master`): the topology already says 3 and the
+// Cluster's copied control-plane status still says 1 of 1, as seen live 7 s after the apply.
+func controlPlaneResize(machines ...clusterv1.Machine) (Current, Observation) {
+	cur := current(UpdateInProgress)
+	cur.NodeGroups[0].NodeCount, cur.NodeGroups[0].Status = 3, UpdateInProgress
+	cur.NodeGroups[1].Status = UpdateComplete
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Spec.Topology.ControlPlane.Replicas = ptr.To[int32](3)
+	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](2)
+	return cur, Observation{Cluster: c, MachineDeployments: []clusterv1.MachineDeployment{md(2, 2)}, Machines: machines}
+}
+
+func TestControlPlaneResizeIsNotCompleteWhileMachinesAreMissing(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
+	workers := []clusterv1.Machine{machine("w-1", false, true), machine("w-2", false, true)}
+
+	// The stale status of the issue: one ready control-plane machine, a second one provisioning.
+	cur, obs := controlPlaneResize(append(workers, machine("cp-1", true, true), machine("cp-2", true, false))...)
+	d := Decide(cur, obs, now)
+	require.Equal(t, UpdateInProgress, d.Status, "1 of 3 control-plane machines ready is not converged")
+
+	// Three machines, all ready, but KCP's status (copied to the Cluster) still lags.
+	cur, obs = controlPlaneResize(append(workers, machine("cp-1", true, true), machine("cp-2", true, true), machine("cp-3", true, true))...)
+	require.Equal(t, UpdateInProgress, Decide(cur, obs, now).Status, "the control plane's own status must agree")
+
+	// Everything agrees: complete.
+	obs.Cluster.Status.ControlPlane = &clusterv1.ClusterControlPlaneStatus{DesiredReplicas: ptr.To[int32](3), Replicas: ptr.To[int32](3),
+		ReadyReplicas: ptr.To[int32](3), AvailableReplicas: ptr.To[int32](3), UpToDateReplicas: ptr.To[int32](3)}
+	d = Decide(cur, obs, now)
+	require.Equal(t, UpdateComplete, d.Status)
+	require.Equal(t, UpdateComplete, d.NodeGroups[0].Status)
+
+	// One of them not ready: not complete.
+	obs.Machines[len(obs.Machines)-1] = machine("cp-3", true, false)
+	require.Equal(t, UpdateInProgress, Decide(cur, obs, now).Status)
+}
+
+func TestFailedReasonStaysAcrossLaterEvents(t *testing.T) {
+	for _, status := range []string{CreateFailed, UpdateFailed, DeleteFailed} {
+		cur := current(status)
+		cur.StatusReason = "The update did not finish: machine m-1 failed"
+		obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))}
+		d := Decide(cur, obs, time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC))
+		require.Equal(t, status, d.Status)
+		require.Equal(t, cur.StatusReason, d.StatusReason, "a %s reason is kept until the next operation", status)
+	}
+}
+
+func TestUpdateThatNeverConvergesFailsAtItsDeadline(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cur := current(UpdateInProgress)
+	cur.NodeGroups[1].Status, cur.NodeGroups[1].NodeCount = UpdateInProgress, 3
+	cur.Deadline, cur.DeadlineName = start.Add(time.Hour), "update_timeout of 1h0m0s"
+	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""),
+		cond(clusterv1.ClusterWorkersAvailableCondition, metav1.ConditionFalse, "MachineDeployment default-worker: 2 of 3 available")),
+		MachineDeployments: []clusterv1.MachineDeployment{md(3, 2)}}
+
+	d := Decide(cur, obs, start.Add(59*time.Minute))
+	require.Equal(t, UpdateInProgress, d.Status)
+	require.False(t, d.Terminal)
+
+	d = Decide(cur, obs, start.Add(61*time.Minute))
+	require.Equal(t, UpdateFailed, d.Status)
+	require.True(t, d.Terminal)
+	require.Contains(t, d.StatusReason, "update_timeout of 1h0m0s")
+	require.Contains(t, d.StatusReason, "WorkersAvailable: MachineDeployment default-worker: 2 of 3 available")
+	require.Equal(t, UpdateFailed, d.NodeGroups[1].Status, "the group being resized fails with the cluster")
+	require.Equal(t, d.StatusReason, d.NodeGroups[1].StatusReason)
+}
+
+func TestDeleteThatNeverFinishesFailsAtItsDeadline(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cur := current(DeleteInProgress)
+	for i := range cur.NodeGroups {
+		cur.NodeGroups[i].Status = DeleteInProgress
+	}
+	cur.Deadline, cur.DeadlineName = start.Add(30*time.Minute), "delete_timeout of 30m0s"
+	c := cluster(cond(clusterv1.ClusterInfrastructureReadyCondition, metav1.ConditionFalse, "load balancer still being deleted"))
+	obs := Observation{Cluster: c}
+	require.Equal(t, DeleteInProgress, Decide(cur, obs, start.Add(29*time.Minute)).Status)
+	d := Decide(cur, obs, start.Add(31*time.Minute))
+	require.Equal(t, DeleteFailed, d.Status)
+	require.Contains(t, d.StatusReason, "delete_timeout of 30m0s")
+	require.Contains(t, d.StatusReason, "load balancer still being deleted")
+}
+
+func TestRootCauseNamesAPausedCluster(t *testing.T) {
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Spec.Paused = ptr.To(true)
+	require.Contains(t, RootCause(Observation{Cluster: c}), "Paused")
+}

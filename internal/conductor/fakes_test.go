@@ -1,0 +1,589 @@
+package conductor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+)
+
+// In-process fakes of the conductor's two ports (Store, Kube) and the certificate backend, with
+// fault injection: every method first asks faults whether to fail. They hold state like the real
+// ones (rows, applied objects, key pairs) so a test can check consistency after any fault.
+
+// faults fails chosen calls: a rule matches an operation name and fails its next n calls.
+type faults struct {
+	mu    sync.Mutex
+	rules map[string]*faultRule
+	calls []string
+}
+
+type faultRule struct {
+	n   int
+	err error
+}
+
+func newFaults() *faults { return &faults{rules: map[string]*faultRule{}} }
+
+// failNext makes the next n calls of op fail with err (n < 0: until cleared).
+func (f *faults) failNext(op string, n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules[op] = &faultRule{n: n, err: err}
+}
+
+func (f *faults) clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = map[string]*faultRule{}
+}
+
+func (f *faults) check(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, op)
+	r, ok := f.rules[op]
+	if !ok || r.n == 0 {
+		return nil
+	}
+	if r.n > 0 {
+		r.n--
+	}
+	return r.err
+}
+
+// Transient errors as the real clients return them.
+var (
+	errDBDown        = errors.Join(ErrDatabase, errors.New("dial tcp 127.0.0.1:3306: connect: connection refused"))
+	errAPIServerDown = &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis/cluster.x-k8s.io/v1beta2/namespaces/x/clusters/y",
+		Err: errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")}
+)
+
+type fakeStore struct {
+	mu        sync.Mutex
+	f         *faults
+	now       func() time.Time
+	clusters  map[string]*magnum.Cluster
+	groups    map[string]*magnum.NodeGroup
+	templates map[string]*magnum.ClusterTemplate
+}
+
+func newFakeStore(f *faults, now func() time.Time) *fakeStore {
+	return &fakeStore{f: f, now: now, clusters: map[string]*magnum.Cluster{}, groups: map[string]*magnum.NodeGroup{},
+		templates: map[string]*magnum.ClusterTemplate{}}
+}
+
+func cloneCluster(c *magnum.Cluster) *magnum.Cluster   { x := *c; return &x }
+func cloneGroup(g *magnum.NodeGroup) *magnum.NodeGroup { x := *g; return &x }
+
+func (s *fakeStore) CreateCluster(_ context.Context, c *magnum.Cluster, groups []*magnum.NodeGroup) (bool, error) {
+	if err := s.f.check("store.CreateCluster"); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.clusters[c.UUID.Or("")]; ok {
+		return false, nil
+	}
+	s.clusters[c.UUID.Or("")] = cloneCluster(c)
+	for _, g := range groups {
+		s.groups[g.UUID.Or("")] = cloneGroup(g)
+	}
+	return true, nil
+}
+
+func (s *fakeStore) GetCluster(_ context.Context, id string) (*magnum.Cluster, error) {
+	if err := s.f.check("store.GetCluster"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clusters[id]
+	if !ok {
+		return nil, errors.Join(ErrNotFound, magnum.ClusterNotFound(id))
+	}
+	return cloneCluster(c), nil
+}
+
+func (s *fakeStore) GetClusterTemplate(_ context.Context, id string) (*magnum.ClusterTemplate, error) {
+	if err := s.f.check("store.GetClusterTemplate"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.templates[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	x := *t
+	return &x, nil
+}
+
+func (s *fakeStore) ListNodeGroups(_ context.Context, clusterUUID string) ([]*magnum.NodeGroup, error) {
+	if err := s.f.check("store.ListNodeGroups"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*magnum.NodeGroup
+	for _, g := range s.groups {
+		if g.ClusterID.Or("") == clusterUUID {
+			out = append(out, cloneGroup(g))
+		}
+	}
+	slices.SortFunc(out, func(a, b *magnum.NodeGroup) int { return compareStrings(a.Name.Or(""), b.Name.Or("")) })
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *fakeStore) ListClustersByStatus(_ context.Context, statuses ...magnum.ClusterStatus) ([]*magnum.Cluster, error) {
+	if err := s.f.check("store.ListClustersByStatus"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*magnum.Cluster
+	for _, c := range s.clusters {
+		if slices.Contains(statuses, c.Status.Or("")) {
+			out = append(out, cloneCluster(c))
+		}
+	}
+	return out, nil
+}
+
+func guard(status magnum.ClusterStatus, only []magnum.ClusterStatus) error {
+	if len(only) > 0 && !slices.Contains(only, status) {
+		return ErrConflict
+	}
+	return nil
+}
+
+func (s *fakeStore) UpdateCluster(_ context.Context, id string, u ClusterUpdate) error {
+	if err := s.f.check("store.UpdateCluster"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clusters[id]
+	if !ok {
+		return ErrNotFound
+	}
+	if err := guard(c.Status.Or(""), u.OnlyIfStatus); err != nil {
+		return err
+	}
+	c = cloneCluster(c)
+	if u.Status != nil {
+		c.Status.Set(*u.Status)
+	}
+	if u.StatusReason != nil {
+		c.StatusReason.Set(*u.StatusReason)
+	}
+	if u.StackID != nil {
+		c.StackID.Set(*u.StackID)
+	}
+	if u.APIAddress != nil {
+		c.APIAddress.Set(*u.APIAddress)
+	}
+	if u.COEVersion != nil {
+		c.CoeVersion.Set(*u.COEVersion)
+	}
+	if u.HealthStatus != nil {
+		c.HealthStatus.Set(*u.HealthStatus)
+	}
+	if u.TemplateID != nil {
+		c.ClusterTemplateID.Set(*u.TemplateID)
+	}
+	if u.Labels != nil {
+		c.Labels.Set(magnum.DictFromMap(u.Labels))
+	}
+	if r := u.CertRefs; r != nil {
+		c.CACertRef.Set(r.CACertRef)
+		c.EtcdCACertRef.Set(r.EtcdCACertRef)
+		c.FrontProxyCACertRef.Set(r.FrontProxyCACertRef)
+		c.MagnumCertRef.Set(r.MagnumCertRef)
+	}
+	c.UpdatedAt.Set(s.now())
+	s.clusters[id] = c
+	return nil
+}
+
+func (s *fakeStore) UpdateNodeGroup(_ context.Context, id string, u NodeGroupUpdate) error {
+	if err := s.f.check("store.UpdateNodeGroup"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[id]
+	if !ok || g.ClusterID.Or("") != u.ClusterUUID {
+		return ErrNotFound
+	}
+	if err := guard(g.Status.Or(""), u.OnlyIfStatus); err != nil {
+		return err
+	}
+	g = cloneGroup(g)
+	if u.Status != nil {
+		g.Status.Set(*u.Status)
+	}
+	if u.StatusReason != nil {
+		g.StatusReason.Set(*u.StatusReason)
+	}
+	if u.NodeCount != nil {
+		g.NodeCount.Set(*u.NodeCount)
+	}
+	if u.NodeAddresses != nil {
+		g.NodeAddresses.Set(u.NodeAddresses)
+	}
+	s.groups[id] = g
+	return nil
+}
+
+func (s *fakeStore) DeleteCluster(_ context.Context, id string) error {
+	if err := s.f.check("store.DeleteCluster"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.clusters[id]; !ok {
+		return ErrNotFound
+	}
+	delete(s.clusters, id)
+	for k, g := range s.groups {
+		if g.ClusterID.Or("") == id {
+			delete(s.groups, k)
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) CreateNodeGroup(_ context.Context, ng *magnum.NodeGroup) (bool, error) {
+	if err := s.f.check("store.CreateNodeGroup"); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.groups[ng.UUID.Or("")]; ok {
+		return false, nil
+	}
+	s.groups[ng.UUID.Or("")] = cloneGroup(ng)
+	return true, nil
+}
+
+func (s *fakeStore) GetNodeGroup(_ context.Context, clusterUUID, id string) (*magnum.NodeGroup, error) {
+	if err := s.f.check("store.GetNodeGroup"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[id]
+	if !ok || g.ClusterID.Or("") != clusterUUID {
+		return nil, errors.Join(ErrNotFound, magnum.NodeGroupNotFound(id))
+	}
+	return cloneGroup(g), nil
+}
+
+func (s *fakeStore) SaveNodeGroupChanges(_ context.Context, ng *magnum.NodeGroup, onlyIf ...magnum.ClusterStatus) error {
+	if err := s.f.check("store.SaveNodeGroupChanges"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[ng.UUID.Or("")]
+	if !ok {
+		return ErrNotFound
+	}
+	if err := guard(g.Status.Or(""), onlyIf); err != nil {
+		return err
+	}
+	x := cloneGroup(ng)
+	x.ClusterID = g.ClusterID
+	s.groups[ng.UUID.Or("")] = x
+	return nil
+}
+
+func (s *fakeStore) DeleteNodeGroup(_ context.Context, clusterUUID, id string) error {
+	if err := s.f.check("store.DeleteNodeGroup"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.groups, id)
+	return nil
+}
+
+func (s *fakeStore) cluster(t *testing.T, id string) *magnum.Cluster {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clusters[id]
+	require.True(t, ok, "cluster %s has no row", id)
+	return cloneCluster(c)
+}
+
+func (s *fakeStore) group(t *testing.T, clusterUUID, name string) *magnum.NodeGroup {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.ClusterID.Or("") == clusterUUID && g.Name.Or("") == name {
+			return cloneGroup(g)
+		}
+	}
+	t.Fatalf("cluster %s has no node group %s", clusterUUID, name)
+	return nil
+}
+
+// fakeKube is the management cluster: objects applied (last version wins), secrets, namespaces.
+// A deleted CAPI Cluster stays "deleting" until finishDeleting is called, as CAPI's would.
+type fakeKube struct {
+	mu         sync.Mutex
+	f          *faults
+	namespaces map[string]bool
+	objects    map[string]*unstructured.Unstructured
+	secrets    map[string]map[string][]byte
+	deleting   map[string]bool
+	marked     []string
+	applies    int
+}
+
+func newFakeKube(f *faults) *fakeKube {
+	return &fakeKube{f: f, namespaces: map[string]bool{}, objects: map[string]*unstructured.Unstructured{},
+		secrets: map[string]map[string][]byte{}, deleting: map[string]bool{}}
+}
+
+func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+func (k *fakeKube) EnsureProjectNamespace(_ context.Context, name, _ string) error {
+	if err := k.f.check("kube.EnsureProjectNamespace"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.namespaces[name] = true
+	return nil
+}
+
+func (k *fakeKube) Apply(_ context.Context, objs ...*unstructured.Unstructured) error {
+	if err := k.f.check("kube.Apply"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, o := range objs {
+		if !k.namespaces[o.GetNamespace()] && o.GetNamespace() != "" {
+			return fmt.Errorf("namespace %s not found", o.GetNamespace())
+		}
+		k.objects[objKey(o.GetKind(), o.GetNamespace(), o.GetName())] = o.DeepCopy()
+		k.applies++
+	}
+	return nil
+}
+
+func (k *fakeKube) ApplyClusterSecrets(_ context.Context, ns, _ string, secrets []certs.CAPISecret) error {
+	if err := k.f.check("kube.ApplyClusterSecrets"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, s := range secrets {
+		k.secrets[ns+"/"+s.Name] = maps.Clone(s.Data)
+	}
+	return nil
+}
+
+func (k *fakeKube) DeleteCluster(_ context.Context, ns, name string) (bool, error) {
+	if err := k.f.check("kube.DeleteCluster"); err != nil {
+		return false, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := objKey("Cluster", ns, name)
+	if _, ok := k.objects[key]; !ok {
+		return true, nil
+	}
+	k.deleting[key] = true
+	return false, nil
+}
+
+// finishDeleting is CAPI removing a deleted Cluster and everything of it.
+func (k *fakeKube) finishDeleting() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key := range k.deleting {
+		delete(k.objects, key)
+		delete(k.deleting, key)
+	}
+}
+
+func (k *fakeKube) DeleteClusterSecrets(_ context.Context, ns, clusterUUID string) error {
+	if err := k.f.check("kube.DeleteClusterSecrets"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key := range k.secrets {
+		delete(k.secrets, key)
+	}
+	return nil
+}
+
+func (k *fakeKube) ReadSecret(_ context.Context, ns, name string) (map[string][]byte, bool, error) {
+	if err := k.f.check("kube.ReadSecret"); err != nil {
+		return nil, false, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d, ok := k.secrets[ns+"/"+name]
+	return maps.Clone(d), ok, nil
+}
+
+func (k *fakeKube) DryRunApply(context.Context, ...*unstructured.Unstructured) error {
+	return k.f.check("kube.DryRunApply")
+}
+
+func (k *fakeKube) MarkMachinesForDeletion(_ context.Context, _, _, _ string, names []string) ([]string, error) {
+	if err := k.f.check("kube.MarkMachinesForDeletion"); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.marked = append(k.marked, names...)
+	return nil, nil
+}
+
+func (k *fakeKube) Kick(string, string) {}
+
+// clusters returns the CAPI Clusters applied.
+func (k *fakeKube) clusters() []*unstructured.Unstructured {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []*unstructured.Unstructured
+	for key, o := range k.objects {
+		if o.GetKind() == "Cluster" && !k.deleting[key] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// workerReplicas reads a MachineDeployment topology's replicas from the applied Cluster.
+func (k *fakeKube) workerReplicas(t *testing.T, group string) int64 {
+	cls := k.clusters()
+	require.Len(t, cls, 1)
+	mds, _, _ := unstructured.NestedSlice(cls[0].Object, "spec", "topology", "workers", "machineDeployments")
+	for _, m := range mds {
+		md := m.(map[string]any)
+		if md["name"] == group {
+			n, _, _ := unstructured.NestedInt64(md, "replicas")
+			return n
+		}
+	}
+	t.Fatalf("no machine deployment %s in %v", group, mds)
+	return 0
+}
+
+func (k *fakeKube) controlPlaneReplicas(t *testing.T) int64 {
+	cls := k.clusters()
+	require.Len(t, cls, 1)
+	n, _, _ := unstructured.NestedInt64(cls[0].Object, "spec", "topology", "controlPlane", "replicas")
+	return n
+}
+
+// memKeyPairs is the x509keypair table in memory.
+type memKeyPairs struct {
+	mu   sync.Mutex
+	f    *faults
+	rows map[string]certs.KeyPair
+}
+
+func (m *memKeyPairs) Store(_ context.Context, _ string, kp certs.KeyPair, _ certs.Owner) (string, error) {
+	if err := m.f.check("certs.Store"); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ref := uuid.NewString()
+	m.rows[ref] = kp
+	return ref, nil
+}
+
+func (m *memKeyPairs) StoreAt(_ context.Context, ref, _ string, kp certs.KeyPair, _ certs.Owner) error {
+	if err := m.f.check("certs.Store"); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.rows[ref]; !ok {
+		m.rows[ref] = kp
+	}
+	return nil
+}
+
+func (m *memKeyPairs) Load(_ context.Context, ref string) (certs.KeyPair, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kp, ok := m.rows[ref]
+	if !ok {
+		return kp, certs.ErrKeyPairNotFound
+	}
+	return kp, nil
+}
+
+func (m *memKeyPairs) Delete(_ context.Context, ref string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.rows[ref]; !ok {
+		return certs.ErrKeyPairNotFound
+	}
+	delete(m.rows, ref)
+	return nil
+}
+
+func (m *memKeyPairs) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rows)
+}
+
+// encodeArg encodes a view as magnum-api sends it.
+func encodeArg(t *testing.T, v magnum.View) json.RawMessage {
+	obj, err := magnum.Encode(v, magnum.NewVersions(nil))
+	require.NoError(t, err)
+	raw, err := obj.Encode()
+	require.NoError(t, err)
+	return raw
+}
+
+func jsonArg(t *testing.T, v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return raw
+}
+
+// request builds an RPC request of the demo project.
+func request(method string, args map[string]json.RawMessage) *rpc.Request {
+	return &rpc.Request{Method: method, Args: args, Attempt: 1, FirstAttempt: time.Now(),
+		Context: &rpc.Context{ProjectID: demoProject, UserID: "demo-user", AuthToken: "token"}}
+}
+
+const demoProject = "0f0e0d0c0b0a09080706050403020100"
