@@ -138,7 +138,6 @@ func bounded(h rpc.Handler) rpc.Handler {
 	}
 }
 
-
 // FederationNotImplemented answers the federation casts as Magnum's own conductor does: the
 // feature does not exist (magnum-api writes no federation rows either).
 func (c *Conductor) FederationNotImplemented(ctx context.Context, req *rpc.Request) (any, error) {

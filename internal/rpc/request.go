@@ -39,8 +39,8 @@ type Request struct {
 	FirstAttempt time.Time
 	// Queue is the queue the message came from.
 	Queue string
-	// Cluster is the serialization key (Options.KeyFunc): with the default key function, the
-	// uuid of the cluster the message names, "" when it names none.
+	// Cluster is the uuid of the cluster the message names (its "uuid" argument or its cluster
+	// object's), "" when it names none; logs carry it.
 	Cluster string
 
 	Namespace, Version string

@@ -222,7 +222,7 @@ func workerHealthCheck() clusterv1.MachineDeploymentClassHealthCheck {
 	return clusterv1.MachineDeploymentClassHealthCheck{
 		Checks: clusterv1.MachineDeploymentClassHealthCheckChecks{
 			NodeStartupTimeoutSeconds: ptr.To[int32](600),
-			UnhealthyNodeConditions: unhealthyNodeConditions(300),
+			UnhealthyNodeConditions:   unhealthyNodeConditions(300),
 		},
 	}
 }
