@@ -3,26 +3,34 @@
 # magnum-api plus its own section in $MCB_ETC/<instance>.conf. A running bridge whose binary or
 # configuration changed is restarted; otherwise this is a no-op.
 #
-# Usage: bridge-up.sh [zed|newest]
+# Usage: [BRIDGE_REPLICAS=N] bridge-up.sh [zed|newest]
 #   zed (default)  magnum-api 15.0.1: /etc/magnum/magnum.conf, namespaces magnum-<project>,
-#                  PID file $MCB_RUN/bridge.pid, log $MCB_LOG/bridge.log
+#                  PID file $MCB_RUN/bridge.pid, log $MCB_LOG/bridge.log, metrics and health on
+#                  127.0.0.1:9590 (/metrics, /healthz, /readyz)
 #   newest         magnum-api 23.0.0 in the forky chroot (openstack/newest-up.sh): its magnum.conf
 #                  (vhost magnum-new, database magnum_new), namespaces magnum23-<project>,
-#                  PID file $MCB_RUN/bridge-newest.pid, log $MCB_LOG/bridge-newest.log
+#                  PID file $MCB_RUN/bridge-newest.pid, log $MCB_LOG/bridge-newest.log, 127.0.0.1:9591
 # The two instances share the management cluster; distinct namespace prefixes keep their objects apart.
+# BRIDGE_REPLICAS=N (default 1) runs N replicas per instance, as operators run a conductor per
+# controller: replica r > 1 is <name>-r ([DEFAULT] host <hostname>-<name>-r, its own magnum_service
+# row) listening on port + 2(r-1) (zed 9590, 9592, 9594…; newest 9591, 9593…). They consume the same
+# queues; a Lease (magnum-capi-bridge/magnum-capi-bridge-<prefix>) elects the one that runs the
+# status sync. Replicas above N left from an earlier run are stopped.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 . "$here/common.sh"
 . "$here/versions.env"
+replicas=${BRIDGE_REPLICAS:-1}
+[[ $replicas =~ ^[1-9][0-9]?$ ]] || { echo "BRIDGE_REPLICAS must be 1-99, not '$replicas'" >&2; exit 2; }
 case ${1:-zed} in
 zed)
-  name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release="" views=1
+  name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release="" port=9590 views=1
   ;;
 newest)
   # Only NEWEST_ROOT: stack.env's MCB_STATE_DIR means something else to mgmt-common.sh (bridge-rbac.sh).
   newest_root=$(. "$here/openstack/stack.env" && echo "$NEWEST_ROOT")
-  name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23 views=0
+  name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23 port=9591 views=0
   [ -s "$magnum_conf" ] || { log "no $magnum_conf: run deploy/local/openstack/newest-up.sh first"; exit 1; }
   ;;
 *)
@@ -31,11 +39,17 @@ newest)
 esac
 bin=$root/bin/magnum-capi-bridge
 [ -x "$bin" ] || (cd "$root" && make -s build)
-conf=$MCB_ETC/$name.conf
 # The bridge's own ServiceAccount (deploy/kubernetes/rbac.yaml), not the management cluster's admin.
 bridge_kubeconfig=$("$here/bridge-rbac.sh")
-cat > "$conf.new" <<CONF
-# Written by deploy/local/bridge-up.sh ${1:-zed}: the bridge's own settings for the local stack.
+base=$name
+
+# start_replica R: (re)starts replica R of this instance.
+start_replica() {
+  local r=$1 name=$base bind=127.0.0.1:$((port + 2 * ($1 - 1)))
+  [ "$r" = 1 ] || name=$base-$r
+  local conf=$MCB_ETC/$name.conf
+  cat > "$conf.new" <<CONF
+# Written by deploy/local/bridge-up.sh ${instance}: the bridge's own settings for the local stack.
 [DEFAULT]
 host = $(hostname)-$name
 
@@ -47,44 +61,61 @@ default_kubernetes_version = $DEFAULT_WORKLOAD_K8S_VERSION
 # Per-cluster Keystone application credentials, issued as the requesting user and deleted with the
 # cluster, even though in-memory machines call no cloud: the local stack exercises their lifecycle.
 cluster_credentials = true
+# Prometheus metrics, /healthz and /readyz (docs/metrics.md).
+metrics_bind = $bind
 CONF
-[ -z "$release" ] || echo "magnum_release = $release" >> "$conf.new"
-# BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout); a change
-# restarts the bridge, and running bridge-up.sh again without it restores the default.
-[ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
-if [ "$views" = 1 ]; then
-  # The tenant view (docs/tenant-view.md): Keystone tokens read their project's namespace through the
-  # token webhook that mgmt-up.sh points the apiserver at (HTTPS, the token-webhook certificate), and
-  # the discovery document (docs/discovery.md). Short caches, so that tests see a revoked token or a
-  # new flavor within seconds.
-  pki=$(. "$here/mgmt-common.sh" && echo "$PKI_DIR:$TOKEN_WEBHOOK_PORT")
-  webhook_port=${pki##*:} pki=${pki%:*}
-  cat >> "$conf.new" <<CONF
+  [ -z "$release" ] || echo "magnum_release = $release" >> "$conf.new"
+  # BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout); a change
+  # restarts the bridge, and running bridge-up.sh again without it restores the default.
+  [ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
+  if [ "$views" = 1 ] && [ "$r" = 1 ]; then
+    # The tenant view (docs/tenant-view.md): Keystone tokens read their project's namespace through the
+    # token webhook that mgmt-up.sh points the apiserver at (HTTPS, the token-webhook certificate), and
+    # the discovery document (docs/discovery.md). Short caches, so that tests see a revoked token or a
+    # new flavor within seconds. One replica serves them (their ports are fixed).
+    local pki webhook_port
+    pki=$(. "$here/mgmt-common.sh" && echo "$PKI_DIR:$TOKEN_WEBHOOK_PORT")
+    webhook_port=${pki##*:} pki=${pki%:*}
+    cat >> "$conf.new" <<VIEWS
 tenant_view = true
 token_webhook_bind = 127.0.0.1:$webhook_port
 tenant_view_cache_ttl = 5
 discovery_bind = 127.0.0.1:9513
 discovery_cache_ttl = 5
-CONF
-  if [ -s "$pki/token-webhook.crt" ]; then
-    printf 'token_webhook_cert_file = %s\ntoken_webhook_key_file = %s\n' "$pki/token-webhook.crt" "$pki/token-webhook.key" >> "$conf.new"
-  else
-    log "no $pki/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
+VIEWS
+    if [ -s "$pki/token-webhook.crt" ]; then
+      printf 'token_webhook_cert_file = %s\ntoken_webhook_key_file = %s\n' "$pki/token-webhook.crt" "$pki/token-webhook.key" >> "$conf.new"
+    else
+      log "no $pki/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
+    fi
   fi
-fi
-stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
-if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
-  log "$name already running (pid $(cat "$MCB_RUN/$name.pid"))"; rm -f "$conf.new"; exit 0
-fi
-mv "$conf.new" "$conf"
-stop_pid "$name" 30
-log "starting $name"
-"$bin" --check-config --config-file "$magnum_conf" --config-file "$conf"
-# The log is appended to: the wait below looks for this start's "serving" only.
-seen=0
-[ ! -e "$MCB_LOG/$name.log" ] || seen=$(wc -l <"$MCB_LOG/$name.log")
-start-stop-daemon --start --background --make-pidfile --pidfile "$MCB_RUN/$name.pid" \
-  --output "$MCB_LOG/$name.log" --exec "$bin" -- --config-file "$magnum_conf" --config-file "$conf"
-echo "$stamp" > "$MCB_RUN/$name.stamp"
-wait_for "$name's heartbeat" 30 bash -c "tail -n +$((seen + 1)) '$MCB_LOG/$name.log' | grep -q 'serving'"
-log "$name running (pid $(cat "$MCB_RUN/$name.pid")), log $MCB_LOG/$name.log"
+  local stamp
+  stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
+  if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    log "$name already running (pid $(cat "$MCB_RUN/$name.pid")); metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
+    rm -f "$conf.new"; return 0
+  fi
+  mv "$conf.new" "$conf"
+  stop_pid "$name" 30
+  log "starting $name"
+  "$bin" --check-config --config-file "$magnum_conf" --config-file "$conf"
+  # The log is appended to: the wait below looks for this start's "serving" only.
+  local seen=0
+  [ ! -e "$MCB_LOG/$name.log" ] || seen=$(wc -l <"$MCB_LOG/$name.log")
+  start-stop-daemon --start --background --make-pidfile --pidfile "$MCB_RUN/$name.pid" \
+    --output "$MCB_LOG/$name.log" --exec "$bin" -- --config-file "$magnum_conf" --config-file "$conf"
+  echo "$stamp" > "$MCB_RUN/$name.stamp"
+  wait_for "$name's heartbeat" 30 bash -c "tail -n +$((seen + 1)) '$MCB_LOG/$name.log' | grep -q 'serving'"
+  log "$name running (pid $(cat "$MCB_RUN/$name.pid")), log $MCB_LOG/$name.log; metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
+}
+
+instance=${1:-zed}
+for r in $(seq 1 "$replicas"); do start_replica "$r"; done
+# Replicas of an earlier, larger BRIDGE_REPLICAS.
+for f in "$MCB_RUN/$base"-[0-9]*.pid; do
+  [ -e "$f" ] || continue
+  r=${f##*/$base-}; r=${r%.pid}
+  if [[ $r =~ ^[0-9]+$ ]] && [ "$r" -gt "$replicas" ]; then
+    log "stopping $base-$r (BRIDGE_REPLICAS=$replicas)"; stop_pid "$base-$r" 30
+  fi
+done

@@ -3,8 +3,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
-stop_pid bridge-newest 30
-stop_pid bridge 30
+# Every bridge replica (BRIDGE_REPLICAS), newest first.
+for f in "$MCB_RUN"/bridge-newest*.pid "$MCB_RUN"/bridge*.pid; do
+  [ -e "$f" ] || continue
+  n=${f##*/}; stop_pid "${n%.pid}" 30
+done
 "$here/capo-down.sh"
 "$here/mgmt-down.sh"
 "$here/openstack/newest-down.sh"

@@ -22,6 +22,8 @@ type keystoneCredentials struct {
 	opts   CredentialOptions
 	caCert []byte
 	log    *slog.Logger
+	// countError, if set, counts failed Keystone requests (metrics).
+	countError func()
 }
 
 func newKeystoneCredentials(o *CredentialOptions, log *slog.Logger) (*keystoneCredentials, error) {
@@ -38,14 +40,14 @@ func newKeystoneCredentials(o *CredentialOptions, log *slog.Logger) (*keystoneCr
 
 func (k *keystoneCredentials) clientOptions() ([]keystone.Option, error) {
 	opts := []keystone.Option{keystone.WithUserAgent("magnum-capi-bridge")}
-	if k.opts.Service.CAFile != "" || k.opts.Service.Insecure {
-		hc, err := keystone.HTTPClient(k.opts.Service.CAFile, k.opts.Service.Insecure)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, keystone.WithHTTPClient(hc))
+	hc, err := keystone.HTTPClient(k.opts.Service.CAFile, k.opts.Service.Insecure)
+	if err != nil {
+		return nil, err
 	}
-	return opts, nil
+	if k.countError != nil {
+		hc.Transport = countingTransport{next: hc.Transport, count: k.countError}
+	}
+	return append(opts, keystone.WithHTTPClient(hc)), nil
 }
 
 // callerClient acts as the requesting user. The token must be scoped to the cluster's project:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
@@ -56,6 +57,15 @@ type Options struct {
 	// CertManagerType is [certificates] cert_manager_type; the bridge implements x509keypair.
 	CertManagerType string
 	Bridge          BridgeOptions
+	// Notifications is [oslo_messaging_notifications]; nil when no driver is set (or noop).
+	Notifications *NotificationOptions
+}
+
+// NotificationOptions are the [oslo_messaging_notifications] settings the bridge honours.
+type NotificationOptions struct {
+	// Driver is messagingv2 (the 2.0 envelope) or messaging (no envelope).
+	Driver string
+	Topics []string
 }
 
 // BridgeOptions is the [bridge] section: the bridge's own settings.
@@ -68,6 +78,17 @@ type BridgeOptions struct {
 	// ("zed" … ; empty: learn only).
 	MagnumRelease string
 	LogLevel      string
+	// LogFormat is text or json (log_format).
+	LogFormat string
+	// MetricsBind is where /metrics, /healthz and /readyz listen (metrics_bind, host:port); empty:
+	// not served.
+	MetricsBind string
+	// LeaderElection gates the status sync, the start-up resync and the namespace re-ensure on a
+	// Lease (LeaderElectionNamespace/LeaderElectionID) so that replicas do not fight; off means
+	// this process always acts as the leader (one replica only).
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
 	// NamespaceQuota is the ResourceQuota of every project namespace (namespace_quota).
 	NamespaceQuota corev1.ResourceList
 	// Credentials configures the per-cluster Keystone application credentials; nil when
@@ -195,6 +216,28 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if b.LogLevel, err = f.OneOf(bridgeSection, "log_level", "info", "debug", "info", "warn", "error"); err != nil {
 		return nil, err
 	}
+	if b.LogFormat, err = f.OneOf(bridgeSection, "log_format", "text", "text", "json"); err != nil {
+		return nil, err
+	}
+	b.MetricsBind = f.String(bridgeSection, "metrics_bind", "")
+	if b.MetricsBind != "" {
+		if _, port, err := net.SplitHostPort(b.MetricsBind); err != nil || port == "" {
+			return nil, &config.Error{Section: bridgeSection, Key: "metrics_bind", Reason: "want host:port (e.g. 127.0.0.1:9590 or :9590)"}
+		}
+	}
+	if b.LeaderElection, err = f.Bool(bridgeSection, "leader_election", true); err != nil {
+		return nil, err
+	}
+	b.LeaderElectionNamespace = f.String(bridgeSection, "leader_election_namespace", "magnum-capi-bridge")
+	b.LeaderElectionID = f.String(bridgeSection, "leader_election_id", "magnum-capi-bridge-"+strings.TrimSuffix(b.NamespacePrefix, "-"))
+	for key, v := range map[string]string{"leader_election_namespace": b.LeaderElectionNamespace, "leader_election_id": b.LeaderElectionID} {
+		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+			return nil, &config.Error{Section: bridgeSection, Key: key, Reason: strings.Join(errs, "; ")}
+		}
+	}
+	if o.Notifications, err = notificationOptionsFrom(f); err != nil {
+		return nil, err
+	}
 	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
 		return nil, err
 	}
@@ -223,6 +266,33 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		o.RPC.ServerID = o.Host
 	}
 	return o, nil
+}
+
+const notificationsSection = "oslo_messaging_notifications"
+
+// notificationOptionsFrom reads [oslo_messaging_notifications]: notifications are on when a
+// messaging driver is set, as for the Python services.
+func notificationOptionsFrom(f *config.File) (*NotificationOptions, error) {
+	var driver string
+	for _, d := range f.List(notificationsSection, "driver", nil) {
+		switch d {
+		case "noop", "":
+		case "messagingv2", "messaging":
+			if driver != "" && driver != d {
+				return nil, &config.Error{Section: notificationsSection, Key: "driver", Reason: "set either messagingv2 or messaging, not both"}
+			}
+			driver = d
+		default:
+			return nil, &config.Error{Section: notificationsSection, Key: "driver",
+				Reason: fmt.Sprintf("%q is not supported by magnum-capi-bridge; use messagingv2 (or noop)", d)}
+		}
+	}
+	if driver == "" {
+		return nil, nil
+	}
+	// Magnum's notifier uses its RPC transport (magnum.common.rpc.init), so its notifications never
+	// follow [oslo_messaging_notifications] transport_url; neither do the bridge's.
+	return &NotificationOptions{Driver: driver, Topics: f.List(notificationsSection, "topics", []string{"notifications"})}, nil
 }
 
 // minutesOption reads a positive number of minutes (fractions allowed, e.g. 0.5).

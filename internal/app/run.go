@@ -5,8 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/http"
 	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"golang.org/x/sync/errgroup"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,16 +25,14 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/logctx"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/notify"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/telemetry"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
-
-func logger(level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
 
 // Check loads every dependency once: database and its schema, RabbitMQ declarations, the
 // management cluster. It is what `--check-config` runs and what start-up does first.
@@ -45,11 +52,17 @@ func Check(ctx context.Context, o *Options) error {
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, o *Options, version string) error {
-	log := logger(o.Bridge.LogLevel)
+	log, err := logctx.New(os.Stderr, o.Bridge.LogFormat, o.Bridge.LogLevel)
+	if err != nil {
+		return err
+	}
 	slog.SetDefault(log)
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	// client-go's own lines (leader election, reflectors) in the same format.
+	klog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	log.Info("starting magnum-capi-bridge", "version", version, "host", o.Host, "config", o.Files, "rpc", o.RPC.String())
 
+	metrics := telemetry.New()
 	st, err := openStore(ctx, o)
 	if err != nil {
 		return err
@@ -60,6 +73,9 @@ func Run(ctx context.Context, o *Options, version string) error {
 	if err != nil {
 		return err
 	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return countingTransport{next: rt, count: func() { metrics.DependencyError(telemetry.APIServer) }}
+	})
 	mgr, err := capi.NewManager(cfg)
 	if err != nil {
 		return err
@@ -101,34 +117,128 @@ func Run(ctx context.Context, o *Options, version string) error {
 		if err != nil {
 			return err
 		}
+		kc.countError = func() { metrics.DependencyError(telemetry.Keystone) }
 		creds = kc
 		if o.Bridge.Flavor == templates.FlavorOpenStack {
 			serverGroups = novaServerGroups{}
 		}
 	}
-	cond := conductor.New(st, kube{Client: mgr.Client, kick: mgr.Kick}, certs.NewManager(st.KeyPairs()), conductor.Options{
+	var notes *notify.Notifier
+	if n := o.Notifications; n != nil {
+		sender, err := rpc.NewNotifier(o.RPC, n.Topics)
+		if err != nil {
+			return err
+		}
+		defer sender.Close()
+		notes = notify.New(sender, "container-infra."+o.Host, log, metrics.Notification)
+		notes.Version1 = n.Driver == "messaging"
+		log.Info("notifications on", "driver", n.Driver, "topics", n.Topics, "exchange", o.RPC.Exchange)
+	}
+	kicked := &kickMarks{}
+	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
+		kicked.mark(namespace + "/" + name)
+		mgr.Kick(namespace, name)
+	}}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 	})
+
+	// What must run once across replicas: on the leader only.
+	leaderWork := func(ctx context.Context) {
+		// The quota or binding of an existing project may have changed.
+		if n, err := mgr.Client.EnsureProjectNamespaces(ctx, o.Bridge.NamespacePrefix); err != nil {
+			log.Warn("ensure project namespaces", "updated", n, "error", err)
+		} else {
+			log.Info("project namespaces ensured", "count", n)
+		}
+		if err := cond.Resync(ctx); err != nil {
+			log.Warn("resync", "error", err)
+		}
+		// Whatever changed while another replica (or none) led, and the create_timeout timers.
+		if n, err := mgr.KickAll(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("status sync of every cluster", "error", err)
+		} else {
+			log.Info("status sync of every cluster queued", "clusters", n)
+		}
+	}
+	var lead *leadership
+	leading := func() bool { return true }
+	if o.Bridge.LeaderElection {
+		lead = newLeadership(o.Host, o.Bridge.LeaderElectionNamespace, o.Bridge.LeaderElectionID, log, leaderWork, metrics.Leading)
+		leading = lead.Leading
+	} else {
+		metrics.Leading(true)
+	}
+
 	mgr.NamespacePrefix = o.Bridge.NamespacePrefix
-	if err := mgr.Watch(cond); err != nil {
+	if err := mgr.Watch(&gatedSink{sink: cond, leader: leading, kicked: kicked}); err != nil {
+		return err
+	}
+	if err := countWatchEvents(ctx, mgr, o.Bridge.NamespacePrefix, metrics); err != nil {
 		return err
 	}
 	rpcOpts := o.RPC
 	rpcOpts.Logger = log
+	rpcOpts.Observe = metrics.ObserveRPC
+	rpcOpts.OnBrokerError = func() { metrics.DependencyError(telemetry.RabbitMQ) }
 	rpcOpts.KeyFunc = conductor.KeyFunc
 	srv, err := rpc.NewServer(rpcOpts)
 	if err != nil {
 		return err
 	}
-	for method, h := range cond.Handlers() {
+	handlers := cond.Handlers()
+	for method, h := range handlers {
 		srv.Register(method, h)
+	}
+	metrics.Methods(slices.Collect(maps.Keys(handlers)))
+	metrics.WatchRPC(srv.Stats, srv.Consuming)
+
+	var synced atomic.Bool
+	checks := []telemetry.Check{
+		{Name: "rabbitmq", Fn: func(context.Context) (string, error) {
+			if !srv.Consuming() {
+				return "", errors.New("not consuming from RabbitMQ (connecting or reconnecting)")
+			}
+			return "consuming " + strings.Join(srv.Queues(), ","), nil
+		}},
+		{Name: "database", Fn: func(ctx context.Context) (string, error) {
+			if err := st.DB().PingContext(ctx); err != nil {
+				return "", errors.New("unreachable: " + sanitize(err))
+			}
+			return "reachable", nil
+		}},
+		{Name: "informers", Fn: func(context.Context) (string, error) {
+			if !synced.Load() {
+				return "", errors.New("management cluster caches not synced yet")
+			}
+			return "synced", nil
+		}},
+		{Name: "leadership", Informational: true, Fn: func(context.Context) (string, error) {
+			if lead == nil {
+				return "leader (leader election off)", nil
+			}
+			return lead.State(), nil
+		}},
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return st.Heartbeat(ctx, o.Host, o.HeartbeatInterval) })
+	if o.Bridge.MetricsBind != "" {
+		g.Go(func() error {
+			return telemetry.Serve(ctx, o.Bridge.MetricsBind, telemetry.Handler(metrics, checks), log, nil)
+		})
+	}
+	g.Go(func() error {
+		return st.Heartbeat(ctx, o.Host, o.HeartbeatInterval, srv.Consuming, func(_ *db.MagnumService, err error) {
+			if err != nil {
+				metrics.Heartbeat("error")
+				metrics.DependencyError(telemetry.Database)
+				return
+			}
+			metrics.Heartbeat("ok")
+		})
+	})
 	g.Go(func() error { return mgr.Start(ctx) })
 	for _, l := range listeners {
 		g.Go(func() error { return l.serve(ctx, log) })
@@ -138,14 +248,11 @@ func Run(ctx context.Context, o *Options, version string) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil
 		}
-		// Before any message: the quota or binding of an existing project may have changed.
-		if n, err := mgr.Client.EnsureProjectNamespaces(ctx, o.Bridge.NamespacePrefix); err != nil {
-			log.Warn("ensure project namespaces after start-up", "updated", n, "error", err)
+		synced.Store(true)
+		if lead != nil {
+			g.Go(func() error { return lead.Run(ctx, cfg) })
 		} else {
-			log.Info("project namespaces ensured", "count", n)
-		}
-		if err := cond.Resync(ctx); err != nil {
-			log.Warn("resync after start-up", "error", err)
+			leaderWork(ctx) // one replica: before any message, as before
 		}
 		return srv.Run(ctx)
 	})
@@ -163,6 +270,54 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	log.Info("stopped", "error", err)
 	return err
+}
+
+// sanitize keeps a dependency's error to one line without credentials: database drivers quote
+// the DSN's user but never its password; still, cut anything after '@' of a URL-like word.
+func sanitize(err error) string {
+	words := strings.Fields(err.Error())
+	for i, w := range words {
+		if at := strings.Index(w, "@"); at > 0 && strings.Contains(w[:at], ":") {
+			words[i] = "***" + w[at:]
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// countWatchEvents counts the informers' events in the bridge's namespaces.
+func countWatchEvents(ctx context.Context, mgr *capi.Manager, prefix string, m *telemetry.Metrics) error {
+	for kind, newObj := range watchKinds {
+		inf, err := mgr.GetCache().GetInformer(ctx, newObj())
+		if err != nil {
+			return fmt.Errorf("informer for %s: %w", kind, err)
+		}
+		ours := func(obj any) bool {
+			if mo, ok := obj.(metav1.Object); ok {
+				return strings.HasPrefix(mo.GetNamespace(), prefix)
+			}
+			return true // a tombstone: counted
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if ours(obj) {
+					m.WatchEvent(kind, "add")
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				if ours(obj) {
+					m.WatchEvent(kind, "update")
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if ours(obj) {
+					m.WatchEvent(kind, "delete")
+				}
+			},
+		}); err != nil {
+			return fmt.Errorf("informer for %s: %w", kind, err)
+		}
+	}
+	return nil
 }
 
 // kube is the management cluster as the conductor sees it: the writing client plus the watch's kick.

@@ -202,9 +202,10 @@ func (s store) DeleteCluster(ctx context.Context, uuid string) error {
 	return notFound(err)
 }
 
-// Heartbeat keeps the magnum_service row fresh until ctx ends.
-func (s store) Heartbeat(ctx context.Context, host string, interval time.Duration) error {
-	return (&db.Heartbeat{Store: s.Store, Host: host, Interval: interval}).Run(ctx)
+// Heartbeat keeps the magnum_service row fresh until ctx ends, while alive reports true (the
+// bridge consumes from RabbitMQ); onBeat is told about every beat written or failed.
+func (s store) Heartbeat(ctx context.Context, host string, interval time.Duration, alive func() bool, onBeat func(*db.MagnumService, error)) error {
+	return (&db.Heartbeat{Store: s.Store, Host: host, Interval: interval, Alive: alive, OnBeat: onBeat}).Run(ctx)
 }
 
 // KeyPairs is the x509keypair certificate backend.

@@ -56,6 +56,31 @@ func (m *Manager) Kick(namespace, name string) {
 	}
 }
 
+// KickAll asks the status reconciler to look at every Cluster of the bridge's namespaces (from the
+// informer cache), waiting for room in the queue rather than dropping: a replica that has just
+// become the leader catches up on what happened while another one was (or none was).
+func (m *Manager) KickAll(ctx context.Context) (int, error) {
+	var clusters clusterv1.ClusterList
+	sel := metav1LabelSelector()
+	if err := m.GetClient().List(ctx, &clusters, client.MatchingLabels(sel.MatchLabels)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		if !strings.HasPrefix(c.Namespace, m.NamespacePrefix) {
+			continue
+		}
+		select {
+		case m.kicks <- event.GenericEvent{Object: &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}}}:
+			n++
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+	return n, nil
+}
+
 // NewManager builds a controller-runtime manager with informers on Clusters, MachineDeployments and
 // Machines. Nothing polls CAPI: the informers' watches drive every status update.
 func NewManager(cfg *rest.Config) (*Manager, error) {

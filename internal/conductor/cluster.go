@@ -96,7 +96,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		return nil, rpc.Retry(fmt.Errorf("insert cluster %s: %w", id, err))
 	}
 	if refusal != nil {
-		c.log.Warn("cluster_create refused", "cluster", id, "error", refusal)
+		c.log.WarnContext(ctx, "cluster_create refused", "cluster", id, "error", refusal)
 		return nil, nil
 	}
 	stored, err := c.store.GetCluster(ctx, id)
@@ -112,7 +112,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *rpc.Request) error {
 	id := cl.UUID.Or("")
 	if string(cl.Status.Or("")) != CreateInProgress {
-		c.log.Info("cluster_create: nothing to do", "cluster", id, "status", cl.Status.Or(""))
+		c.log.InfoContext(ctx, "cluster_create: nothing to do", "cluster", id, "status", cl.Status.Or(""))
 		return nil
 	}
 	err := c.ensureCreateCredentials(ctx, cl, req.Context)
@@ -404,7 +404,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 			return rpc.Retry(err)
 		}
 		// Left in the project, visible to the tenant by name; not worth keeping the cluster for.
-		c.log.Warn("cluster delete: server groups left in Nova", "cluster", id, "error", err)
+		c.log.WarnContext(ctx, "cluster delete: server groups left in Nova", "cluster", id, "error", err)
 	}
 	if err := c.revokeCloudCredentials(ctx, caller, cl); err != nil {
 		if !permanent(err) {
@@ -412,7 +412,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		}
 		reason := c.reasonFor(id, err)
 		failed := magnum.ClusterStatus(DeleteFailed)
-		c.log.Warn("cluster delete: credentials left in Keystone", "cluster", id, "error", err)
+		c.log.WarnContext(ctx, "cluster delete: credentials left in Keystone", "cluster", id, "error", err)
 		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason}); err != nil {
 			return rpc.Retry(err)
 		}
@@ -428,7 +428,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		return rpc.Retry(err)
 	}
 	c.ops.end(id)
-	c.log.Info("cluster deleted", "cluster", id)
+	c.log.InfoContext(ctx, "cluster deleted", "cluster", id)
 	return nil
 }
 

@@ -140,8 +140,8 @@ func bounded(h rpc.Handler) rpc.Handler {
 
 // FederationNotImplemented answers the federation casts as Magnum's own conductor does: the
 // feature does not exist (magnum-api writes no federation rows either).
-func (c *Conductor) FederationNotImplemented(_ context.Context, req *rpc.Request) (any, error) {
-	c.log.Info("federation is not implemented by Magnum; message acknowledged", "method", req.Method)
+func (c *Conductor) FederationNotImplemented(ctx context.Context, req *rpc.Request) (any, error) {
+	c.log.InfoContext(ctx, "federation is not implemented by Magnum; message acknowledged", "method", req.Method)
 	if req.IsCall {
 		return nil, magnum.NotSupported("Federation")
 	}

@@ -106,7 +106,7 @@ func (c *Conductor) ensureCloudCredentials(ctx context.Context, caller *rpc.Cont
 		if string(cl.Status.Or("")) != CreateInProgress {
 			// A day-2 change re-applies the topology without a user's token; a cluster that predates
 			// per-cluster credentials keeps running as it did. Rotation issues them.
-			c.log.Warn("cluster has no cloud credential; `openstack coe credential rotate` issues one", "cluster", cl.UUID.Or(""))
+			c.log.WarnContext(ctx, "cluster has no cloud credential; `openstack coe credential rotate` issues one", "cluster", cl.UUID.Or(""))
 			return nil
 		}
 		// A create resumed at start-up: its message, if the bridge died before acknowledging it, is
@@ -227,7 +227,7 @@ func (c *Conductor) CredentialRotate(ctx context.Context, req *rpc.Request) (any
 		// rather than pretend: the tenant or operator can delete them by name.
 		return nil, credentialFailure(fmt.Errorf("the new credentials are in use, but deleting the old ones failed: %w", err))
 	}
-	c.log.Info("cluster credentials rotated", "cluster", cl.UUID.Or(""), "credentials", issued.Refs)
+	c.log.InfoContext(ctx, "cluster credentials rotated", "cluster", cl.UUID.Or(""), "credentials", issued.Refs)
 	return nil, nil
 }
 

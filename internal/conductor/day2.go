@@ -429,7 +429,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		// The management cluster cannot answer now. The upgrade is recorded anyway and the driver
 		// applies it when it is back (a refusal then ends UPDATE_FAILED with the reason) rather
 		// than magnum-api timing out on a call the tenant would have to repeat.
-		c.log.Warn("cluster_upgrade: dry run not possible, applying without it", "cluster", id, "error", err)
+		c.log.WarnContext(ctx, "cluster_upgrade: dry run not possible, applying without it", "cluster", id, "error", err)
 	}
 
 	st := magnum.ClusterStatus(UpdateInProgress)

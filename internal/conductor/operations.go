@@ -142,7 +142,7 @@ func (c *Conductor) driveNext(ctx context.Context) bool {
 	cancel()
 	switch {
 	case again:
-		c.log.Warn("operation: transient failure, will retry", "cluster", id, "error", err,
+		c.log.WarnContext(ctx, "operation: transient failure, will retry", "cluster", id, "error", err,
 			"attempt", c.ops.queue.NumRequeues(id)+1)
 		c.ops.queue.AddRateLimited(id)
 	default:
@@ -269,7 +269,7 @@ func (c *Conductor) failOperation(ctx context.Context, cl *magnum.Cluster, kind,
 		}
 	}
 	c.ops.end(id)
-	c.log.Warn("operation failed", "cluster", id, "status", failed, "reason", reason)
+	c.log.WarnContext(ctx, "operation failed", "cluster", id, "status", failed, "reason", reason)
 	return nil
 }
 

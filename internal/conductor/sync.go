@@ -24,7 +24,7 @@ var _ capi.Sink = (*Conductor)(nil)
 func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Observation) (time.Duration, error) {
 	cl, err := c.store.GetCluster(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		c.log.Warn("CAPI cluster has no Magnum cluster", "cluster", id, "capi", obs.Cluster.Namespace+"/"+obs.Cluster.Name)
+		c.log.WarnContext(ctx, "CAPI cluster has no Magnum cluster", "cluster", id, "capi", obs.Cluster.Namespace+"/"+obs.Cluster.Name)
 		return 0, nil
 	}
 	if err != nil {
@@ -103,14 +103,14 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 						if !permanent(err) {
 							return 0, err // Nova unreachable: the watch retries
 						}
-						c.log.Warn("node group delete: server group left in Nova", "cluster", id, "nodegroup", g.Name, "error", err)
+						c.log.WarnContext(ctx, "node group delete: server group left in Nova", "cluster", id, "nodegroup", g.Name, "error", err)
 					}
 				}
 			}
 			if err := c.store.DeleteNodeGroup(ctx, id, g.UUID); err != nil && !errors.Is(err, ErrNotFound) {
 				return 0, err
 			}
-			c.log.Info("node group deleted", "cluster", id, "nodegroup", g.Name)
+			c.log.InfoContext(ctx, "node group deleted", "cluster", id, "nodegroup", g.Name)
 			continue
 		}
 		nu := NodeGroupUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(old.Status)}}
@@ -143,7 +143,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		}
 		if d.Terminal {
 			c.ops.end(id)
-			c.log.Info("cluster status", "cluster", id, "status", d.Status, "reason", d.StatusReason)
+			c.log.InfoContext(ctx, "cluster status", "cluster", id, "status", d.Status, "reason", d.StatusReason)
 		}
 	}
 	// An operation still running is looked at again when its deadline passes, even if CAPI is silent.
@@ -197,7 +197,7 @@ func (c *Conductor) Resync(ctx context.Context) error {
 	for _, cl := range clusters {
 		c.enqueue(cl.UUID.Or(""))
 	}
-	c.log.Info("resync: operations in progress resumed", "count", len(clusters))
+	c.log.InfoContext(ctx, "resync: operations in progress resumed", "count", len(clusters))
 	return nil
 }
 

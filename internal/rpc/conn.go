@@ -249,6 +249,47 @@ func (p *publisher) tryPublish(ctx context.Context, exchange *exchangeDecl, exch
 	return nil
 }
 
+// publishDeclaring declares queue (once per channel) and then publishes like publish, not
+// mandatory: the queue exists, so the message is routed.
+func (p *publisher) publishDeclaring(ctx context.Context, exchange *exchangeDecl, queue *queueDecl, key string, msg amqp.Publishing) error {
+	declare := func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		ch, err := p.channelLocked(ctx)
+		if err != nil {
+			return err
+		}
+		if !p.declared[exchange.Name] {
+			if err := declareExchange(ch, *exchange); err != nil {
+				p.resetLocked()
+				return err
+			}
+			p.declared[exchange.Name] = true
+		}
+		if !p.declared["queue:"+queue.Name] {
+			if err := declareQueue(ch, *queue); err != nil {
+				p.resetLocked()
+				return err
+			}
+			p.declared["queue:"+queue.Name] = true
+		}
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := declare()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errDeclarationMismatch) || isConfigError(err) || ctx.Err() != nil {
+			return err
+		}
+		if !sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, p.connector.opts.ReconnectMax)) {
+			return fmt.Errorf("rpc: declare %s: %w (last error: %v)", queue.Name, ctx.Err(), err)
+		}
+	}
+	return p.publish(ctx, nil, exchange.Name, key, false, msg)
+}
+
 func (p *publisher) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

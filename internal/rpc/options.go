@@ -95,8 +95,13 @@ type Options struct {
 	RetryAttempts      int
 	// KeyFunc returns the serialization key of a request; nil means DefaultKeyFunc.
 	KeyFunc func(*Request) string
-	// Logger receives the package's logs; nil means slog.Default().
+	// Logger receives the package's logs; nil means slog.Default(). Lines about a message are
+	// logged with its context, which carries the cluster, method and request id (logctx).
 	Logger *slog.Logger
+	// Observe, when set, is told how every delivery ended (for metrics); it must not block.
+	Observe func(Observation)
+	// OnBrokerError, when set, is called for every failed connection attempt and lost connection.
+	OnBrokerError func()
 	// ConnectionName is advertised to the broker (shown by rabbitmqctl list_connections).
 	ConnectionName string
 }
@@ -523,6 +528,11 @@ func (o *Options) topicQueue(name string) queueDecl {
 	return queueDecl{Name: name, Durable: o.durable(), AutoDelete: o.AutoDelete,
 		Args: o.queueArgs(o.QuorumQueues, 0), Exchange: o.Exchange, Key: name}
 }
+
+// notificationQueue is the queue oslo's rabbit driver declares before publishing a notification
+// (_publish_and_creates_default_queue): named after the routing key <topic>.<priority>, bound to
+// the control exchange, with the exchange's durability.
+func (o *Options) notificationQueue(key string) queueDecl { return o.topicQueue(key) }
 
 // fanoutExchange is <topic>_fanout (declare_fanout_consumer / fanout_send).
 func (o *Options) fanoutExchange() exchangeDecl {

@@ -39,8 +39,25 @@ type Request struct {
 	FirstAttempt time.Time
 	// Queue is the queue the message came from.
 	Queue string
+	// Cluster is the uuid of the cluster the message names (its "uuid" argument or its cluster
+	// object's), "" when it names none; logs carry it.
+	Cluster string
 
 	Namespace, Version string
+}
+
+type requestKey struct{}
+
+// WithRequest returns ctx carrying r, as the server's handler contexts do.
+func WithRequest(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// RequestFrom returns the request a handler's context belongs to (nil outside a handler): code
+// below the handler (store wrappers, notifications) learns the caller's context from it.
+func RequestFrom(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
 }
 
 // ArgNames returns the argument names, sorted.
@@ -72,10 +89,15 @@ func (r *Request) Arg(name string, v any) (bool, error) {
 func (r Request) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
+	}
+	if r.Cluster != "" {
+		attrs = append(attrs, slog.String("cluster", r.Cluster))
+	}
+	attrs = append(attrs,
 		slog.String("unique_id", r.UniqueID),
 		slog.Bool("call", r.IsCall),
 		slog.String("args", strings.Join(r.ArgNames(), ",")),
-	}
+	)
 	if r.MsgID != "" {
 		attrs = append(attrs, slog.String("msg_id", r.MsgID))
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/logctx"
 )
 
 // ParkReasonHeader is set on every message published to the parking queue.
@@ -163,6 +165,7 @@ func (s *Server) Run(ctx context.Context) error {
 				runErr = err
 				break
 			}
+			s.brokerError()
 			delay := backoff(attempt, s.opts.ReconnectInterval, s.opts.ReconnectMax)
 			attempt++
 			s.log.Warn("rpc: cannot set up consumers, retrying", "error", err.Error(), "retry_in", delay.Round(time.Millisecond))
@@ -176,6 +179,7 @@ func (s *Server) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case reason := <-sess.lost:
+			s.brokerError()
 			s.log.Warn("rpc: lost the broker connection, reconnecting", "reason", reason)
 			s.endSession(sess)
 		}
@@ -184,6 +188,12 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown(&workers)
 	s.log.Info("rpc: server stopped", "stats", s.Stats())
 	return runErr
+}
+
+func (s *Server) brokerError() {
+	if s.opts.OnBrokerError != nil {
+		s.opts.OnBrokerError()
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -352,9 +362,22 @@ type task struct {
 	key      string
 	attempts int
 	timer    *time.Timer // set while waiting for a retry
+	// ctx is what the handler runs under: the server's handler context plus the log attributes
+	// of this message (cluster, method, request id).
+	ctx     context.Context
+	settled atomic.Bool
+	stats   *serverStats
+}
+
+// settle counts the delivery as no longer in flight (acknowledged, requeued or left to the broker).
+func (t *task) settle() {
+	if t.stats != nil && t.settled.CompareAndSwap(false, true) {
+		t.stats.settled.Add(1)
+	}
 }
 
 func (t *task) ack() {
+	t.settle()
 	if t.sess.isDead() {
 		return
 	}
@@ -362,6 +385,7 @@ func (t *task) ack() {
 }
 
 func (t *task) requeue() {
+	t.settle()
 	if t.sess.isDead() {
 		return
 	}
@@ -374,7 +398,7 @@ func (s *Server) accept(ss *session, queue string, d amqp.Delivery) {
 	if d.Redelivered {
 		s.stats.redelivered.Add(1)
 	}
-	t := &task{sess: ss, queue: queue, d: d, received: time.Now()}
+	t := &task{sess: ss, queue: queue, d: d, received: time.Now(), stats: &s.stats}
 	msg, err := DecodeMessage(d.Body)
 	if err != nil {
 		t.badErr = err
@@ -386,10 +410,22 @@ func (s *Server) accept(ss *session, queue string, d amqp.Delivery) {
 		t.msg = msg
 		t.req = s.newRequest(t)
 		t.key = s.keyFunc(t.req)
+		t.req.Cluster = DefaultKeyFunc(t.req) // for logs, whatever the serialization key is
 	}
 	if t.key == "" && t.msg != nil && t.msg.UniqueID != "" {
 		// Copies of the same message still serialise, so a redelivery waits for the original.
 		t.key = "uid:" + t.msg.UniqueID
+	}
+	t.ctx = s.handlerCtx
+	if t.req != nil {
+		attrs := []slog.Attr{slog.String("method", t.req.Method)}
+		if t.req.Cluster != "" {
+			attrs = append(attrs, slog.String("cluster", t.req.Cluster))
+		}
+		if t.req.Context != nil && t.req.Context.RequestID != "" {
+			attrs = append(attrs, slog.String("request_id", t.req.Context.RequestID))
+		}
+		t.ctx = logctx.With(WithRequest(t.ctx, t.req), attrs...)
 	}
 	if !s.sched.submit(t) {
 		t.requeue() // shutting down: leave it for the next consumer
@@ -432,16 +468,18 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 	if t.sess.isDead() {
 		// The broker redelivers it on the new connection; running it now could not be acked.
 		s.stats.dropped.Add(1)
+		t.settle()
 		return 0, false
 	}
 	if t.badErr != nil {
 		s.rejectMalformed(t)
+		s.observe(t, OutcomeMalformed, 0)
 		return 0, false
 	}
-	req := t.req
+	req, ctx := t.req, t.ctx
 	if prev, dup := s.dedup.get(req.UniqueID); dup {
 		s.stats.duplicates.Add(1)
-		s.log.Info("rpc: duplicate message, not running it again", "request", req)
+		s.log.InfoContext(ctx, "rpc: duplicate message, not running it again", "request", req)
 		if req.IsCall && prev != nil {
 			// Answer the message at hand (a redelivery carries the same _msg_id; a client that
 			// re-sent under a new _msg_id waits for that one).
@@ -450,12 +488,14 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 			s.sendReply(t, &r)
 		}
 		t.ack()
+		s.observe(t, OutcomeDuplicate, 0)
 		return 0, false
 	}
 	if req.IsCall && !req.Deadline.IsZero() && time.Now().After(req.Deadline) {
 		s.stats.expired.Add(1)
-		s.log.Warn("rpc: call expired before it started; not executed", "request", req)
+		s.log.WarnContext(ctx, "rpc: call expired before it started; not executed", "request", req)
 		s.finish(t, nil, expiredCall(req.Method))
+		s.observe(t, OutcomeExpired, 0)
 		return 0, false
 	}
 	h, failure := s.resolve(req)
@@ -466,6 +506,7 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 		} else {
 			s.park(t, failure.Class+": "+failure.Message)
 		}
+		s.observe(t, OutcomeRejected, 0)
 		return 0, false
 	}
 
@@ -475,13 +516,16 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 		req.FirstAttempt = time.Now()
 	}
 	start := time.Now()
-	result, err := s.invoke(h, req)
+	s.stats.running.Add(1)
+	result, err := s.invoke(ctx, h, req)
+	s.stats.running.Add(-1)
 	elapsed := time.Since(start)
 	if err != nil && s.handlerCtx.Err() != nil {
 		// Interrupted by the shutdown timeout: the work may be half done and was not
 		// recorded, so the message goes back to the queue for the next server.
-		s.log.Warn("rpc: handler interrupted by shutdown; message requeued", "request", req)
+		s.log.WarnContext(ctx, "rpc: handler interrupted by shutdown; message requeued", "request", req)
 		t.requeue()
+		s.observe(t, OutcomeInterrupted, elapsed)
 		return 0, false
 	}
 
@@ -489,48 +533,91 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 	case err == nil:
 		raw, merr := marshalResult(result)
 		if merr != nil {
-			s.log.Error("rpc: handler result cannot be encoded", "request", req, "error", merr.Error())
+			s.log.ErrorContext(ctx, "rpc: handler result cannot be encoded", "request", req, "error", merr.Error())
 			s.stats.failed.Add(1)
 			s.finish(t, nil, failureFor(merr))
+			s.observe(t, OutcomeError, elapsed)
 			return 0, false
 		}
 		s.stats.handled.Add(1)
-		s.log.Debug("rpc: handled", "request", req, "duration", elapsed)
+		s.log.DebugContext(ctx, "rpc: handled", "request", req, "duration", elapsed)
 		s.finish(t, raw, nil)
+		s.observe(t, OutcomeOK, elapsed)
 	case IsRetryable(err):
 		if s.opts.RetryAttempts > 0 && t.attempts >= s.opts.RetryAttempts {
 			s.stats.failed.Add(1)
-			s.log.Error("rpc: handler still failing after all retries", "request", req, "attempts", t.attempts, "error", err.Error())
+			s.log.ErrorContext(ctx, "rpc: handler still failing after all retries", "request", req, "attempts", t.attempts, "error", err.Error())
 			if req.IsCall {
 				s.finish(t, nil, failureFor(errors.Unwrap(err)))
 			} else {
 				s.park(t, fmt.Sprintf("retries exhausted after %d attempts", t.attempts))
 			}
+			s.observe(t, OutcomeError, elapsed)
 			return 0, false
 		}
 		delay := backoff(t.attempts-1, s.opts.RetryMin, s.opts.RetryMax)
 		if req.IsCall && !req.Deadline.IsZero() && time.Now().Add(delay).After(req.Deadline) {
 			// Retrying past the caller's deadline would only execute an expired call.
 			s.stats.failed.Add(1)
-			s.log.Warn("rpc: retryable failure, but the call expires before the next attempt", "request", req, "error", err.Error())
+			s.log.WarnContext(ctx, "rpc: retryable failure, but the call expires before the next attempt", "request", req, "error", err.Error())
 			s.finish(t, nil, failureFor(errors.Unwrap(err)))
+			s.observe(t, OutcomeError, elapsed)
 			return 0, false
 		}
 		s.stats.retried.Add(1)
-		s.log.Warn("rpc: transient handler failure, will retry", "request", req, "error", err.Error(), "retry_in", delay.Round(time.Millisecond))
+		s.log.WarnContext(ctx, "rpc: transient handler failure, will retry", "request", req, "error", err.Error(), "retry_in", delay.Round(time.Millisecond))
+		s.observe(t, OutcomeRetry, elapsed)
 		return delay, true
 	default:
 		var invalid *InvalidArgsError
 		s.stats.failed.Add(1)
 		if errors.As(err, &invalid) && !req.IsCall {
-			s.log.Warn("rpc: handler refused the arguments", "request", req, "error", err.Error())
+			s.log.WarnContext(ctx, "rpc: handler refused the arguments", "request", req, "error", err.Error())
 			s.park(t, "invalid arguments: "+invalid.Reason)
+			s.observe(t, OutcomeInvalidArgs, elapsed)
 			return 0, false
 		}
-		s.log.Warn("rpc: handler failed", "request", req, "error", err.Error(), "duration", elapsed)
+		s.log.WarnContext(ctx, "rpc: handler failed", "request", req, "error", err.Error(), "duration", elapsed)
 		s.finish(t, nil, failureFor(err))
+		s.observe(t, OutcomeError, elapsed)
 	}
 	return 0, false
+}
+
+// Outcomes reported to Options.Observe.
+const (
+	OutcomeOK          = "ok"           // the handler succeeded
+	OutcomeError       = "error"        // final failure (a call got it as its reply)
+	OutcomeRetry       = "retry"        // a transient failure; the message will run again
+	OutcomeInvalidArgs = "invalid_args" // a cast the handler refused (parked)
+	OutcomeExpired     = "expired"      // a call whose deadline had passed: not run
+	OutcomeDuplicate   = "duplicate"    // already handled: not run again
+	OutcomeRejected    = "rejected"     // unknown method or unsupported version
+	OutcomeMalformed   = "malformed"    // undecodable
+	OutcomeInterrupted = "interrupted"  // cancelled by the shutdown timeout; requeued
+)
+
+// Observation is one handled (or refused) delivery, as reported to Options.Observe.
+type Observation struct {
+	// Method is the method name if a handler is registered for it, else "" (so that names
+	// chosen by a sender cannot grow a metric's label set).
+	Method  string
+	Outcome string
+	// Duration is the handler's run time (zero when it did not run).
+	Duration time.Duration
+}
+
+func (s *Server) observe(t *task, outcome string, d time.Duration) {
+	if s.opts.Observe == nil {
+		return
+	}
+	o := Observation{Outcome: outcome, Duration: d}
+	if t.req != nil {
+		if _, ok := s.handlers[t.req.Method]; ok {
+			o.Method = t.req.Method
+		}
+	}
+	s.opts.Observe(o)
 }
 
 // resolve applies oslo's dispatcher rules: namespace and version must match the (default)
@@ -582,14 +669,14 @@ func versionCompatible(imp, version string) bool {
 }
 
 // invoke runs the handler, turning a panic into a final failure.
-func (s *Server) invoke(h Handler, req *Request) (result any, err error) {
+func (s *Server) invoke(ctx context.Context, h Handler, req *Request) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("rpc: handler panicked", "request", req, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			s.log.ErrorContext(ctx, "rpc: handler panicked", "request", req, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			result, err = nil, fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	return h(s.handlerCtx, req)
+	return h(ctx, req)
 }
 
 func marshalResult(result any) (json.RawMessage, error) {
@@ -643,7 +730,11 @@ func (s *Server) park(t *task, reason string) {
 	if t.req != nil {
 		attrs = append(attrs, "request", t.req)
 	}
-	s.log.Warn("rpc: parking message", attrs...)
+	ctx := t.ctx
+	if ctx == nil {
+		ctx = s.handlerCtx
+	}
+	s.log.WarnContext(ctx, "rpc: parking message", attrs...)
 	headers := amqp.Table{}
 	for k, v := range t.d.Headers {
 		headers[k] = v
@@ -758,7 +849,7 @@ func (s *Server) shutdown(workers *sync.WaitGroup) {
 
 type serverStats struct {
 	sessions, received, redelivered, handled, failed, retried, duplicates, expired,
-	malformed, parked, replies, repliesDropped, dropped atomic.Int64
+	malformed, parked, replies, repliesDropped, dropped, settled, running atomic.Int64
 }
 
 // Stats are counters since the server started.
@@ -776,6 +867,8 @@ type Stats struct {
 	Replies        int64 // replies confirmed by the broker
 	RepliesDropped int64 // replies abandoned (reply queue missing)
 	Dropped        int64 // stale copies from a lost connection, left for redelivery
+	InFlight       int64 // deliveries received and not yet acknowledged, requeued or dropped
+	Running        int64 // handlers running now
 }
 
 // Stats returns a snapshot of the counters.
@@ -786,8 +879,17 @@ func (s *Server) Stats() Stats {
 		Handled: st.handled.Load(), Failed: st.failed.Load(), Retried: st.retried.Load(),
 		Duplicates: st.duplicates.Load(), Expired: st.expired.Load(), Malformed: st.malformed.Load(),
 		Parked: st.parked.Load(), Replies: st.replies.Load(), RepliesDropped: st.repliesDropped.Load(),
-		Dropped: st.dropped.Load(),
+		Dropped: st.dropped.Load(), InFlight: st.received.Load() - st.settled.Load(), Running: st.running.Load(),
 	}
+}
+
+// Consuming reports whether the server holds a live consuming connection right now (false
+// before the first connection, while reconnecting and after shutdown). Readiness and the
+// magnum_service heartbeat follow it: a bridge that cannot consume must not look up.
+func (s *Server) Consuming() bool {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	return s.sess != nil && !s.sess.isDead()
 }
 
 // ---- scheduler ---------------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
+	// Leader election: its Lease, in its own namespace only.
+	allowed = append(allowed, with(attrs{Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")...)
 
 	denied := []attrs{
 		{Verb: "get", Namespace: "kube-system", Resource: "secrets"},
@@ -113,6 +115,10 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
 		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"},
 		{Verb: "get", Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters", Namespace: ns},
+		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
+		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: bridgeNamespace},
+		{Verb: "create", Namespace: bridgeNamespace, Resource: "configmaps"},
 	}
 
 	for _, a := range allowed {

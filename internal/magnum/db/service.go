@@ -112,6 +112,11 @@ type Heartbeat struct {
 	Logger *slog.Logger
 	// OnBeat, if set, is told about every beat (for metrics and tests).
 	OnBeat func(*MagnumService, error)
+	// Alive, if set, gates the beats: while it reports false (the bridge cannot consume from
+	// RabbitMQ) no beat is written, so magnum-api shows the conductor down after
+	// service_down_time, as it does for a Python conductor that lost its broker. The first beat
+	// after it turns true again is written within a second.
+	Alive func() bool
 }
 
 // Run beats until ctx ends; it returns nil then, or an error at once for a bad configuration.
@@ -146,15 +151,36 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			h.OnBeat(svc, err)
 		}
 	}
-	beat()
+	paused := false
+	gated := func() {
+		if h.Alive != nil && !h.Alive() {
+			if !paused {
+				log.Warn("heartbeat paused: the bridge cannot consume RPC messages; magnum-api will show it down", "host", h.Host, "binary", binary)
+			}
+			paused = true
+			return
+		}
+		if paused {
+			log.Info("heartbeat resumed", "host", h.Host, "binary", binary)
+		}
+		paused = false
+		beat()
+	}
+	gated()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-			beat()
+			gated()
+		case <-poll.C:
+			if paused {
+				gated()
+			}
 		}
 	}
 }

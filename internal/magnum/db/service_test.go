@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,49 @@ func TestHeartbeatRunner(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(4), svc.ReportCount)
 		assert.Equal(t, magnum.ConductorBinary, svc.Binary)
+	})
+
+	t.Run("paused while the bridge cannot consume", func(t *testing.T) {
+		eachBackend(t, dbtest.Zed, func(t *testing.T, s *Store) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var alive atomic.Bool
+			beats := make(chan int64, 100)
+			hb := &Heartbeat{Store: s, Host: "hb-gated", Interval: 100 * time.Millisecond, Alive: alive.Load,
+				OnBeat: func(svc *MagnumService, err error) {
+					if assert.NoError(t, err) {
+						beats <- svc.ReportCount
+					}
+				}}
+			done := make(chan error, 1)
+			go func() { done <- hb.Run(ctx) }()
+			time.Sleep(400 * time.Millisecond)
+			assert.Empty(t, beats, "no beat before the bridge consumes")
+			svc, err := s.GetService(ctx, "hb-gated", magnum.ConductorBinary)
+			require.NoError(t, err)
+			assert.Nil(t, svc, "no row: magnum-api lists no conductor yet")
+
+			alive.Store(true)
+			select {
+			case n := <-beats:
+				assert.Equal(t, int64(1), n)
+			case <-time.After(3 * time.Second):
+				t.Fatal("no beat within 3 s of consuming")
+			}
+			alive.Store(false)
+			time.Sleep(150 * time.Millisecond)
+			for len(beats) > 0 {
+				<-beats
+			}
+			before, err := s.GetService(ctx, "hb-gated", magnum.ConductorBinary)
+			require.NoError(t, err)
+			time.Sleep(500 * time.Millisecond)
+			after, err := s.GetService(ctx, "hb-gated", magnum.ConductorBinary)
+			require.NoError(t, err)
+			assert.Equal(t, before.ReportCount, after.ReportCount, "no beat while not consuming")
+			cancel()
+			require.NoError(t, <-done)
+		})
 	})
 
 	t.Run("bad configuration", func(t *testing.T) {
