@@ -118,7 +118,9 @@ func configMapVolume(name, cm string) corev1.Volume {
 		LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}
 }
 
-func mount(name, path string) corev1.VolumeMount { return corev1.VolumeMount{Name: name, MountPath: path} }
+func mount(name, path string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: path}
+}
 
 func env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
 

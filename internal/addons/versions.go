@@ -62,7 +62,7 @@ var tagLabels = map[string]string{
 	"calico": "calico_tag", "cilium": "cilium_tag", "flannel": "flannel_tag", "flannel-cni-plugin": "flannel_cni_tag",
 	"csi-attacher": "csi_attacher_tag", "csi-provisioner": "csi_provisioner_tag", "csi-snapshotter": "csi_snapshotter_tag",
 	"csi-resizer": "csi_resizer_tag", "csi-node-driver-registrar": "csi_node_driver_registrar_tag",
-	"livenessprobe": "csi_liveness_probe_tag",
+	"livenessprobe":            "csi_liveness_probe_tag",
 	"cloud-controller-manager": "cloud_provider_tag", "cinder-csi-plugin": "cinder_csi_plugin_tag",
 	"k8s-keystone-auth": "k8s_keystone_auth_tag",
 }

@@ -430,7 +430,7 @@ func sortedKeys[V any](m map[string]V) []string {
 var invalidValues = map[string][]string{
 	// Add-on labels (internal/addons renders them; validated here like every label).
 	"cloud_provider_tag": {"v1 35"}, "calico_tag": {"-v3"}, "cilium_tag": {"v1:15"}, "flannel_tag": {"v0/1"},
-	"flannel_cni_tag": {""+"bad tag"}, "calico_ipv4pool_ipip": {"Sometimes"}, "flannel_backend": {"wireguard"},
+	"flannel_cni_tag": {"" + "bad tag"}, "calico_ipv4pool_ipip": {"Sometimes"}, "flannel_backend": {"wireguard"},
 	"cinder_csi_enabled": {"maybe"}, "cinder_csi_plugin_tag": {"a b"}, "csi_attacher_tag": {"@"},
 	"csi_provisioner_tag": {"@"}, "csi_snapshotter_tag": {"@"}, "csi_resizer_tag": {"@"},
 	"csi_node_driver_registrar_tag": {"@"}, "csi_liveness_probe_tag": {"@"}, "csi_cinder_availability_zone": {"bad\nzone"},
