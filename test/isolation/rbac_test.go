@@ -77,6 +77,7 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "get", "create", "patch", "deletecollection")...)
 
 	denied := []attrs{
 		{Verb: "get", Namespace: "kube-system", Resource: "secrets"},
@@ -105,6 +106,7 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "patch", Namespace: ns, Group: capiGroup, Resource: "clusters", Subresource: "status"},
 		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "machines"},
 		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "clusterclasses"},
+		{Verb: "create", Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesetbindings"},
 		{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
 		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
 		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
