@@ -65,6 +65,9 @@ const (
 	// never prunes).
 	AnnotationInventory = "magnum.openstack.org/addon-inventory"
 	labelAddon          = "magnum.openstack.org/addon"
+	// AnnotationAddonSet on the Cluster names its add-on set: the status sync completes an
+	// operation only once CAPI has applied that set to the cluster.
+	AnnotationAddonSet = "magnum.openstack.org/addon-set"
 	// SecretType is the Secret type a ClusterResourceSet accepts as a resource.
 	SecretType = "addons.cluster.x-k8s.io/resource-set"
 )

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
@@ -120,6 +121,21 @@ func TestAddonsReachTheWorkloadCluster(t *testing.T) {
 		}
 		return true
 	}, 3*time.Minute, time.Second, "the ClusterResourceSet never delivered every add-on object")
+	// What the status sync waits for: CAPI's binding says the set is applied.
+	require.Eventually(t, func() bool {
+		var binding addonsv1.ClusterResourceSetBinding
+		if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &binding) != nil {
+			return false
+		}
+		c := r.Cluster.DeepCopy()
+		c.SetAnnotations(map[string]string{addons.AnnotationAddonSet: addons.ResourceSetName(name)})
+		var cl clusterv1.Cluster
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &cl) != nil {
+			return false
+		}
+		done, _ := addonsApplied(Observation{Cluster: &cl, AddonBinding: &binding})
+		return done
+	}, time.Minute, time.Second, "the ClusterResourceSetBinding never reported the set applied")
 	var cloudConfig corev1.Secret
 	require.NoError(t, workload.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: addons.CloudConfigName}, &cloudConfig))
 	require.Contains(t, string(cloudConfig.Data["cloud.conf"]), "workload-credential-id")

@@ -10,6 +10,13 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
+// nameAddonSet annotates the Cluster with its add-on set: the status sync completes an operation
+// only once CAPI has applied that set.
+func nameAddonSet(rendered *templates.Rendered) {
+	rendered.Cluster.SetAnnotations(templates.MergeLabels(rendered.Cluster.GetAnnotations(),
+		map[string]string{addons.AnnotationAddonSet: addons.ResourceSetName(rendered.Cluster.GetName())}))
+}
+
 // applyAddons renders the cluster's add-ons next to its Cluster and hands them to its
 // ClusterResourceSet (internal/addons). The OpenStack integrations get the workload credential the
 // bridge stored for them (<cluster>-workload-cloud-config), never CAPO's.

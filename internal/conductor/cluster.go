@@ -253,6 +253,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
 		return err
 	}
+	nameAddonSet(rendered)
 	if err := c.kube.Apply(ctx, rendered.Cluster); err != nil {
 		return err
 	}

@@ -78,6 +78,8 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "get", "create", "patch", "deletecollection")...)
+	allowed = append(allowed, with(attrs{Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesetbindings"}, "list", "watch")...)
 
 	denied := []attrs{
 		{Verb: "get", Namespace: "kube-system", Resource: "secrets"},
