@@ -191,3 +191,41 @@ func kindOfResource(resource string) string {
 		"customresourcedefinitions": "CustomResourceDefinition",
 	}[resource]
 }
+
+// TestAddonObjectsPassServerValidation: every object of the OpenStack rendering (calico, cilium and
+// flannel in turn) passes a server-side dry run against the management kube-apiserver, which
+// validates what CAPD's in-memory workload server only stores. Nothing is written.
+func TestAddonObjectsPassServerValidation(t *testing.T) {
+	kc := managementCluster(t)
+	cfg, err := RESTConfig(kc)
+	require.NoError(t, err)
+	direct, err := client.New(cfg, client.Options{})
+	require.NoError(t, err)
+	c := &Client{Client: direct}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, driver := range []string{"calico", "cilium", "flannel"} {
+		set, err := addons.Render(addons.Input{Flavor: templates.FlavorOpenStack, Namespace: "mcb-validation", ClusterName: "validation-0a1b2c3d",
+			ClusterUUID: "0a1b2c3d-0000-4000-8000-000000000001", ProjectID: "p", KubernetesVersion: "v1.36.3", NetworkDriver: driver,
+			PodCIDR: "10.100.0.0/16", Labels: map[string]string{"container_infra_prefix": "registry.example.com/mirror"},
+			Cloud: &addons.Credential{CloudsYAML: []byte(testWorkloadCloudsYAML), CACert: []byte("-----BEGIN CERTIFICATE-----\n")}})
+		require.NoError(t, err)
+		for _, name := range set.Addons {
+			for _, o := range set.Objects[name] {
+				if ns := namespaceOf(o); ns != "" && ns != "kube-system" {
+					continue // a namespace the dry run of its Namespace object does not create
+				}
+				u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+				require.NoError(t, err)
+				require.NoError(t, c.DryRunApply(ctx, &unstructured.Unstructured{Object: u}), "%s: %s", driver, name)
+			}
+		}
+	}
+}
+
+func namespaceOf(o runtime.Object) string {
+	if m, ok := o.(metav1.Object); ok {
+		return m.GetNamespace()
+	}
+	return ""
+}
