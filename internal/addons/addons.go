@@ -65,6 +65,9 @@ const (
 	// never prunes).
 	AnnotationInventory = "magnum.openstack.org/addon-inventory"
 	labelAddon          = "magnum.openstack.org/addon"
+	// AnnotationCloudConfigHash on the pod template of everything that reads kube-system/cloud-config:
+	// the components read it only at start, so a new credential (rotation) or setting rolls them.
+	AnnotationCloudConfigHash = "magnum.openstack.org/cloud-config-sha256"
 	// AnnotationAddonSet on the Cluster names its add-on set: the status sync completes an
 	// operation only once CAPI has applied that set to the cluster.
 	AnnotationAddonSet = "magnum.openstack.org/addon-set"
@@ -158,11 +161,16 @@ func Render(in Input) (*Set, error) {
 	set := &Set{Objects: map[string][]runtime.Object{}}
 	data := map[string][]byte{}
 	images := map[string]bool{}
+	cloudHash, err := cloudConfigHash(in)
+	if err != nil {
+		return nil, err
+	}
 	for _, a := range list {
 		objs, err := a.build(in, v)
 		if err != nil {
 			return nil, fmt.Errorf("add-on %s: %w", a.name, err)
 		}
+		rollOnCloudConfigChange(objs, cloudHash)
 		var docs bytes.Buffer
 		for _, o := range objs {
 			if !storable(in.Flavor, o) {

@@ -338,3 +338,30 @@ func TestEveryAddonLabelHasAnEffect(t *testing.T) {
 		})
 	}
 }
+
+// The components that read kube-system/cloud-config roll when it changes (a rotated credential).
+func TestCloudConfigChangeRollsItsReaders(t *testing.T) {
+	hashes := func(in Input) map[string]string {
+		set, err := Render(in)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, objs := range set.Objects {
+			for _, o := range objs {
+				if tmpl := podTemplateOf(o); tmpl != nil {
+					out[kindOf(o)+"/"+tmpl.Labels["k8s-app"]] = tmpl.Annotations[AnnotationCloudConfigHash]
+				}
+			}
+		}
+		return out
+	}
+	before := hashes(input())
+	after := hashes(input(func(in *Input) {
+		in.Cloud.CloudsYAML = []byte(strings.Replace(testCloudsYAML, "0f3c9a6b", "1f3c9a6b", 1))
+	}))
+	for _, reader := range []string{"DaemonSet/openstack-cloud-controller-manager", "Deployment/csi-cinder-controllerplugin",
+		"DaemonSet/csi-cinder-nodeplugin", "DaemonSet/k8s-keystone-auth"} {
+		require.NotEmpty(t, before[reader], reader)
+		require.NotEqual(t, before[reader], after[reader], "%s does not roll on a new credential", reader)
+	}
+	require.Empty(t, before["DaemonSet/calico-node"], "the CNI does not read cloud-config")
+}

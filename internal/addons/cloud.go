@@ -1,6 +1,8 @@
 package addons
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -113,6 +115,41 @@ func cloudConfig(in Input, _ versions) ([]runtime.Object, error) {
 }
 
 var cloudConfigMount = mount("cloud-config", cloudConfigDir)
+
+// cloudConfigHash identifies the content of kube-system/cloud-config ("" without a credential).
+func cloudConfigHash(in Input) (string, error) {
+	if in.Cloud == nil {
+		return "", nil
+	}
+	a, err := parseCredential(in.Cloud)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte(cloudConf(in, a)))
+	h.Write(in.Cloud.CloudsYAML)
+	h.Write(in.Cloud.CACert)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// rollOnCloudConfigChange annotates the pod templates that mount kube-system/cloud-config with its hash.
+func rollOnCloudConfigChange(objs []runtime.Object, hash string) {
+	if hash == "" {
+		return
+	}
+	for _, o := range objs {
+		tmpl := podTemplateOf(o)
+		if tmpl == nil {
+			continue
+		}
+		for _, vol := range tmpl.Spec.Volumes {
+			if vol.Secret != nil && vol.Secret.SecretName == CloudConfigName {
+				tmpl.Annotations = templates.MergeLabels(tmpl.Annotations, map[string]string{AnnotationCloudConfigHash: hash})
+				break
+			}
+		}
+	}
+}
 
 func cloudControllerManager(in Input, v versions) ([]runtime.Object, error) {
 	const name = "openstack-cloud-controller-manager"

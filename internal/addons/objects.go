@@ -82,12 +82,19 @@ func deployment(namespace, name string, replicas int32, spec corev1.PodSpec) *ap
 		}}
 }
 
-func podSpecOf(o runtime.Object) *corev1.PodSpec {
+func podTemplateOf(o runtime.Object) *corev1.PodTemplateSpec {
 	switch t := o.(type) {
 	case *appsv1.DaemonSet:
-		return &t.Spec.Template.Spec
+		return &t.Spec.Template
 	case *appsv1.Deployment:
-		return &t.Spec.Template.Spec
+		return &t.Spec.Template
+	}
+	return nil
+}
+
+func podSpecOf(o runtime.Object) *corev1.PodSpec {
+	if t := podTemplateOf(o); t != nil {
+		return &t.Spec
 	}
 	return nil
 }

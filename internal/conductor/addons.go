@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -43,4 +44,23 @@ func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendere
 		return &permanentError{fmt.Errorf("the cluster's add-ons: %w", err)}
 	}
 	return c.kube.ApplyAddons(ctx, name, set)
+}
+
+// refreshAddons re-applies a cluster's add-on set outside an operation: a credential rotation must
+// put the new workload credential into kube-system/cloud-config before the old one is deleted.
+func (c *Conductor) refreshAddons(ctx context.Context, cl *magnum.Cluster) error {
+	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	if err != nil {
+		return err
+	}
+	groups, err := c.store.ListNodeGroups(ctx, cl.UUID.Or(""))
+	if err != nil {
+		return err
+	}
+	in := c.renderInput(cl, tmpl, groups, nil)
+	rendered, err := templates.Render(in)
+	if err != nil {
+		return err
+	}
+	return c.applyAddons(ctx, in, rendered)
 }

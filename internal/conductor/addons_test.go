@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -60,4 +64,65 @@ func TestUnknownNetworkDriverFailsTheCreate(t *testing.T) {
 	cl := h.store.cluster(t, id)
 	require.Equal(t, CreateFailed, string(cl.Status.Or("")))
 	require.Contains(t, cl.StatusReason.Or(""), `network_driver "docker"`)
+}
+
+// fakeCredentials issues generation-numbered workload credentials and records what was deleted,
+// and when: the rotation test checks the order.
+type fakeCredentials struct {
+	kube       *fakeKube
+	generation int
+	events     []string
+}
+
+func (f *fakeCredentials) issue() *IssuedCredentials {
+	id := fmt.Sprintf("workload-r%d", f.generation)
+	return &IssuedCredentials{Refs: []keystone.CredentialRef{{ID: id, Name: id}},
+		CAPOCloudsYAML: cloudsYAML(fmt.Sprintf("capo-r%d", f.generation)), WorkloadCloudsYAML: cloudsYAML(id)}
+}
+
+func (f *fakeCredentials) Issue(context.Context, *rpc.Context, *magnum.Cluster) (*IssuedCredentials, error) {
+	return f.issue(), nil
+}
+
+func (f *fakeCredentials) Rotate(_ context.Context, _ *rpc.Context, _ *magnum.Cluster, current []keystone.CredentialRef) (
+	*IssuedCredentials, func(context.Context) error, func(context.Context), error) {
+	f.generation++
+	commit := func(context.Context) error {
+		// What the workload cluster holds when the old credential goes.
+		var holds string
+		for _, set := range f.kube.addonSets {
+			holds = string(set.Objects[addons.CloudConfig][0].(*corev1.Secret).Data["cloud.conf"])
+		}
+		f.events = append(f.events, fmt.Sprintf("delete %s while the add-ons hold %q", current[0].ID, credentialIDIn(holds)))
+		return nil
+	}
+	return f.issue(), commit, func(context.Context) {}, nil
+}
+
+func (f *fakeCredentials) Revoke(context.Context, *rpc.Context, *magnum.Cluster, []keystone.CredentialRef) error {
+	return nil
+}
+
+func credentialIDIn(cloudConf string) string {
+	for _, l := range strings.Split(cloudConf, "\n") {
+		if v, ok := strings.CutPrefix(l, "application-credential-id="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+// A credential rotation puts the new workload credential into the add-on set before the old
+// credential is deleted.
+func TestCredentialRotationUpdatesTheAddonsFirst(t *testing.T) {
+	h := newHarness(t)
+	creds := &fakeCredentials{kube: h.kube}
+	h.c.opts.Credentials = creds
+	id := h.created(1)
+	stack := h.store.cluster(t, id).StackID.Or("")
+	require.Equal(t, "workload-r0", credentialIDIn(string(h.kube.addonSets[stack].Objects[addons.CloudConfig][0].(*corev1.Secret).Data["cloud.conf"])))
+
+	_, err := h.deliver(request("credential_rotate", map[string]json.RawMessage{"cluster": h.clusterArg(id)}), 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{`delete workload-r0 while the add-ons hold "workload-r1"`}, creds.events)
 }
