@@ -365,3 +365,15 @@ func TestCloudConfigChangeRollsItsReaders(t *testing.T) {
 	}
 	require.Empty(t, before["DaemonSet/calico-node"], "the CNI does not read cloud-config")
 }
+
+func TestCalicoResourceNames(t *testing.T) {
+	var names []string
+	for _, o := range calicoCRDs() {
+		names = append(names, o.(interface{ GetName() string }).GetName())
+	}
+	for _, want := range []string{"blockaffinities.crd.projectcalico.org", "caliconodestatuses.crd.projectcalico.org",
+		"globalnetworkpolicies.crd.projectcalico.org", "networkpolicies.crd.projectcalico.org", "ippools.crd.projectcalico.org",
+		"kubecontrollersconfigurations.crd.projectcalico.org", "stagedkubernetesnetworkpolicies.crd.projectcalico.org"} {
+		require.Contains(t, names, want)
+	}
+}

@@ -46,11 +46,22 @@ var calicoKinds = map[string]bool{
 	"StagedGlobalNetworkPolicy": false, "StagedNetworkPolicy": true, "StagedKubernetesNetworkPolicy": true,
 }
 
+// pluralOf is the resource name Calico's clients use for a lower-cased kind.
+func pluralOf(kind string) string {
+	switch {
+	case strings.HasSuffix(kind, "y"):
+		return strings.TrimSuffix(kind, "y") + "ies"
+	case strings.HasSuffix(kind, "s"):
+		return kind + "es"
+	}
+	return kind + "s"
+}
+
 func calicoCRDs() []runtime.Object {
 	kinds := sortedKeys(calicoKinds)
 	out := make([]runtime.Object, 0, len(kinds))
 	for _, kind := range kinds {
-		plural := strings.ToLower(kind) + "s"
+		plural := pluralOf(strings.ToLower(kind))
 		scope := apiextensionsv1.ClusterScoped
 		if calicoKinds[kind] {
 			scope = apiextensionsv1.NamespaceScoped
