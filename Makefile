@@ -8,7 +8,7 @@ BIN := bin
 TEST_TIMEOUT ?= 60m
 PKGS ?= ./...
 
-.PHONY: all build up down kubeconfig test test-unit lint bench fuzz generate clean
+.PHONY: all build up down kubeconfig test test-unit test-faults soak lint bench fuzz generate clean
 
 all: build
 
@@ -28,10 +28,24 @@ down:
 kubeconfig:
 	@deploy/local/mgmt-kubeconfig.sh
 
-## test: every test — unit, integration against the real services, end to end against `make up`.
+## test: every test — unit, integration against the real services, end to end against `make up`
+## (with the race detector), then the fault matrix alone (it restarts services the others use).
 test: lint up
 	/usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p 2 $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -p 2 $(PKGS)
+	$(MAKE) test-faults
+
+## test-faults: the fault matrix (operation × real fault, one seed per cell); needs `make up`.
+FAULT_SEED ?= 1
+test-faults:
+	MCB_FAULTS=1 MCB_FAULT_SEED=$(FAULT_SEED) $(GO) test -count=1 -timeout 45m -run '^(TestOperationDeadlines|TestFaultMatrix)$$' -v ./test/e2e \
+	  | tee /var/log/magnum-capi-bridge/fault-matrix-$(FAULT_SEED).log | grep -E 'FAULT MATRIX|: \| |round [0-9]|TIMING|get_ca_certificate|^(---|ok|FAIL|PASS)'; \
+	  exit $${PIPESTATUS[0]}
+
+## soak: the fault matrix with SEEDS (default 1..5), one table per seed.
+SEEDS ?= 1 2 3 4 5
+soak: up
+	@for s in $(SEEDS); do $(MAKE) --no-print-directory test-faults FAULT_SEED=$$s || exit 1; done
 
 ## test-unit: only the tests that need no local stack (still real RabbitMQ/MariaDB/PostgreSQL).
 test-unit:

@@ -49,6 +49,9 @@ default_kubernetes_version = $DEFAULT_WORKLOAD_K8S_VERSION
 cluster_credentials = true
 CONF
 [ -z "$release" ] || echo "magnum_release = $release" >> "$conf.new"
+# BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout); a change
+# restarts the bridge, and running bridge-up.sh again without it restores the default.
+[ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
 stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
 if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
   log "$name already running (pid $(cat "$MCB_RUN/$name.pid"))"; rm -f "$conf.new"; exit 0

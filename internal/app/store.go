@@ -196,7 +196,7 @@ func (s store) DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) er
 	return notFound(err)
 }
 
-// DeleteCluster removes the node group rows and the cluster row in one transaction.
+// DeleteCluster removes the cluster row, and its node group rows a little later (db.Store.DeleteCluster).
 func (s store) DeleteCluster(ctx context.Context, uuid string) error {
 	_, err := s.Store.DeleteCluster(ctx, uuid)
 	return notFound(err)

@@ -361,6 +361,9 @@ const noCause = "no failing condition reported"
 // RootCause picks the most specific failing condition a tenant can act on: a machine's own problem
 // before the summaries built from it, infrastructure before control plane before workers.
 func RootCause(obs Observation) string {
+	if c := obs.Cluster; c != nil && ((c.Spec.Paused != nil && *c.Spec.Paused) || isTrue(c.Status.Conditions, clusterv1.PausedCondition)) {
+		return "Paused: Cluster API does not reconcile the cluster while it is paused (ask your cloud operator)"
+	}
 	machines := append([]clusterv1.Machine(nil), obs.Machines...)
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, m := range machines {

@@ -114,3 +114,9 @@ func TestDeleteThatNeverFinishesFailsAtItsDeadline(t *testing.T) {
 	require.Contains(t, d.StatusReason, "delete_timeout of 30m0s")
 	require.Contains(t, d.StatusReason, "load balancer still being deleted")
 }
+
+func TestRootCauseNamesAPausedCluster(t *testing.T) {
+	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
+	c.Spec.Paused = ptr.To(true)
+	require.Contains(t, RootCause(Observation{Cluster: c}), "Paused")
+}

@@ -434,6 +434,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.store.DeleteCluster(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
 		return rpc.Retry(err)
 	}
+	c.ops.end(id)
 	c.log.Info("cluster deleted", "cluster", id)
 	return nil
 }

@@ -97,7 +97,7 @@ func KeyFunc(req *rpc.Request) string {
 // Handlers maps every RPC method the bridge serves to its endpoint. Methods not listed get oslo's
 // NoSuchMethod from the rpc server.
 func (c *Conductor) Handlers() map[string]rpc.Handler {
-	return map[string]rpc.Handler{
+	handlers := map[string]rpc.Handler{
 		"cluster_create":        c.ClusterCreate,
 		"cluster_delete":        c.ClusterDelete,
 		"get_ca_certificate":    c.GetCACertificate,
@@ -114,6 +114,27 @@ func (c *Conductor) Handlers() map[string]rpc.Handler {
 		"federation_create":     c.FederationNotImplemented,
 		"federation_update":     c.FederationNotImplemented,
 		"federation_delete":     c.FederationNotImplemented,
+	}
+	for method, h := range handlers {
+		handlers[method] = bounded(h)
+	}
+	return handlers
+}
+
+// handlerTimeout bounds one run of a handler: a hung connection becomes a transient error the rpc
+// server retries, never a message held forever. Handlers only record intent (the operation driver
+// does the long work), so this is generous.
+const handlerTimeout = 2 * time.Minute
+
+func bounded(h rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, req *rpc.Request) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, handlerTimeout)
+		defer cancel()
+		res, err := h(ctx, req)
+		if err != nil && ctx.Err() != nil && !rpc.IsRetryable(err) {
+			err = rpc.Retry(err) // the handler's own deadline, not a refusal
+		}
+		return res, err
 	}
 }
 

@@ -154,13 +154,18 @@ func cloudError(what string, err error) error {
 	return &permanentError{wrapped}
 }
 
-// cloudTransient tells failures a retry may cure: the service unreachable, timing out or failing.
+// cloudTransient tells failures a retry may cure: the service unreachable, timing out or failing,
+// or Keystone's transient refusal of a role the caller holds.
 func cloudTransient(err error) bool {
 	var status int
 	var cause error
 	var ke *keystone.Error
 	var ce *compute.Error
 	switch {
+	case errors.Is(err, keystone.ErrUnassignedRole):
+		// Keystone denying a role the token holds: it passes (the keystone client retried it
+		// for a while already; the create's own retries go on within its deadline).
+		return true
 	case errors.As(err, &ke):
 		status, cause = ke.StatusCode, ke.Err
 	case errors.As(err, &ce):

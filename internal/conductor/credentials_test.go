@@ -23,7 +23,10 @@ func TestCloudErrorsArePermanentOnlyWhenKeystoneRefused(t *testing.T) {
 		"keystone down":                        {&keystone.Error{Op: "validate token", Err: errors.New("connection refused")}, false},
 		"keystone failing":                     {&keystone.Error{Op: "create", StatusCode: http.StatusServiceUnavailable}, false},
 		"rate limited":                         {&keystone.Error{Op: "create", StatusCode: http.StatusTooManyRequests}, false},
-		"joined, first refused":                {errors.Join(&keystone.Error{Op: "delete", StatusCode: http.StatusForbidden}, errors.New("x")), true},
+		"role the token holds denied (Keystone under concurrent creates)": {&keystone.Error{Op: "create application credential",
+			StatusCode: http.StatusBadRequest, Message: "Invalid application credential: Cannot create an application credential with unassigned role"}, false},
+		"other bad request":     {&keystone.Error{Op: "create application credential", StatusCode: http.StatusBadRequest, Message: "Invalid input"}, true},
+		"joined, first refused": {errors.Join(&keystone.Error{Op: "delete", StatusCode: http.StatusForbidden}, errors.New("x")), true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

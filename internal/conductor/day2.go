@@ -426,7 +426,10 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		if permanent(err) {
 			return nil, magnum.InvalidClusterTemplateForUpgrade("the management cluster refuses the new topology: " + c.reasonFor(id, err))
 		}
-		return nil, rpc.Retry(err)
+		// The management cluster cannot answer now. The upgrade is recorded anyway and the driver
+		// applies it when it is back (a refusal then ends UPDATE_FAILED with the reason) rather
+		// than magnum-api timing out on a call the tenant would have to repeat.
+		c.log.Warn("cluster_upgrade: dry run not possible, applying without it", "cluster", id, "error", err)
 	}
 
 	st := magnum.ClusterStatus(UpdateInProgress)

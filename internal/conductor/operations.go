@@ -35,6 +35,8 @@ const (
 	// credentials cannot be issued (they need the request's token): well inside RabbitMQ's
 	// consumer_timeout (30 minutes by default).
 	maxMessageHold = 10 * time.Minute
+	// driveTimeout bounds one run of the driver for a cluster (a hung call is retried).
+	driveTimeout = 5 * time.Minute
 )
 
 // operations is the driver's state: a rate-limited work queue of cluster uuids (one worker per
@@ -135,7 +137,9 @@ func (c *Conductor) driveNext(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return true // stopping: the rows keep the intent, the next start resumes it
 	}
-	again, err := c.drive(ctx, id)
+	runCtx, cancel := context.WithTimeout(ctx, driveTimeout)
+	again, err := c.drive(runCtx, id)
+	cancel()
 	switch {
 	case again:
 		c.log.Warn("operation: transient failure, will retry", "cluster", id, "error", err,

@@ -55,7 +55,7 @@ type Store interface {
 	ListClustersByStatus(ctx context.Context, statuses ...magnum.ClusterStatus) ([]*magnum.Cluster, error)
 	UpdateCluster(ctx context.Context, uuid string, u ClusterUpdate) error
 	UpdateNodeGroup(ctx context.Context, uuid string, u NodeGroupUpdate) error
-	// DeleteCluster removes the node group rows and then the cluster row.
+	// DeleteCluster removes the cluster row, then (a little later) its node group rows.
 	DeleteCluster(ctx context.Context, uuid string) error
 	// CreateNodeGroup inserts a node group; an existing row with the same uuid is not an error.
 	CreateNodeGroup(ctx context.Context, ng *magnum.NodeGroup) (created bool, err error)

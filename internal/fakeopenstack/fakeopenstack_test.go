@@ -480,3 +480,47 @@ func TestHandlerPanicsOnUnknownService(t *testing.T) {
 	require.NoError(t, err)
 	assert.Panics(t, func() { cloud.Handler("volume") })
 }
+
+// What Horizon's magnum-ui dialogs ask the cloud for besides magnum-api: without the keypair list
+// the template dialog offers no keypair, and without the zones the Create Cluster dialog never opens
+// (shared/reference/real-clients.md). Neutron's extension list is asked before most network calls.
+func TestHorizonDialogLookups(t *testing.T) {
+	cloud, srv := servers(t, DefaultSeed())
+
+	var keypairs struct {
+		Keypairs []struct{ Keypair map[string]any }
+	}
+	r := getJSON(t, srv[ComputeService].URL+"/v2.1/os-keypairs", &keypairs)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	require.Len(t, keypairs.Keypairs, len(DefaultSeed().Keypairs))
+	kp := keypairs.Keypairs[0].Keypair
+	assert.Equal(t, "default", kp["name"])
+	assert.Equal(t, "40:7e:fd:0d:a6:86:80:24:27:8d:7a:c0:80:6b:5d:07", kp["fingerprint"], "the same as the single GET")
+	assert.Equal(t, "ssh", kp["type"])
+	assert.True(t, strings.HasPrefix(kp["public_key"].(string), "ssh-ed25519 "))
+
+	var zones struct {
+		AvailabilityZoneInfo []struct {
+			ZoneName  string
+			ZoneState struct{ Available bool }
+			Hosts     any
+		}
+	}
+	r = getJSON(t, srv[ComputeService].URL+"/v2.1/os-availability-zone", &zones)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	require.Len(t, zones.AvailabilityZoneInfo, 1)
+	assert.Equal(t, "nova", zones.AvailabilityZoneInfo[0].ZoneName)
+	assert.True(t, zones.AvailabilityZoneInfo[0].ZoneState.Available)
+	assert.Contains(t, string(r.body), `"hosts":null`)
+
+	var extensions struct{ Extensions []any }
+	r = getJSON(t, srv[NetworkService].URL+"/v2.0/extensions", &extensions)
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	assert.NotNil(t, extensions.Extensions)
+	assert.Empty(t, extensions.Extensions)
+	assert.Contains(t, string(r.body), `"extensions":[]`)
+
+	for _, req := range cloud.Requests() {
+		assert.NotEmpty(t, req.Route, "%s %s is a known route", req.Method, req.Path)
+	}
+}

@@ -342,7 +342,9 @@ func (c *Cloud) computeRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.1/flavors", c.listFlavors(false))
 	mux.HandleFunc("GET /v2.1/flavors/detail", c.listFlavors(true))
 	mux.HandleFunc("GET /v2.1/flavors/{id}", c.getFlavor)
+	mux.HandleFunc("GET /v2.1/os-keypairs", c.listKeypairs)
 	mux.HandleFunc("GET /v2.1/os-keypairs/{name}", c.getKeypair)
+	mux.HandleFunc("GET /v2.1/os-availability-zone", listAvailabilityZones)
 	mux.HandleFunc("GET /v2.1/{$}", c.computeVersion)
 	mux.HandleFunc("GET /v2.1", c.computeVersion)
 	mux.HandleFunc("GET /v2.1/os-server-groups", c.listServerGroups)
@@ -466,6 +468,35 @@ func (c *Cloud) getKeypair(w http.ResponseWriter, r *http.Request) {
 	notFound(w, ComputeService, fmt.Sprintf("Keypair %s not found for user %s", name, userID), "")
 }
 
+// listKeypairs is Horizon's keypair list (the template dialog's choices): every keypair, in the
+// list form Nova gives (each wrapped in {"keypair": …}, without id and dates).
+func (c *Cloud) listKeypairs(w http.ResponseWriter, r *http.Request) {
+	echoMicroversion(w, r)
+	docs := make([]map[string]any, 0, len(c.seed.Keypairs))
+	for _, k := range c.seed.Keypairs {
+		fingerprint, err := k.Fingerprint()
+		if err != nil { // refused by Validate already, as in getKeypair
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"computeFault": map[string]any{
+				"code": http.StatusInternalServerError, "message": err.Error()}})
+			return
+		}
+		docs = append(docs, map[string]any{"keypair": map[string]any{
+			"name": k.Name, "public_key": k.PublicKey, "fingerprint": fingerprint, "type": orDefault(k.Type, "ssh"),
+		}})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keypairs": docs})
+}
+
+// FakeAvailabilityZone is the one compute availability zone the fake cloud has, Nova's default name.
+const FakeAvailabilityZone = "nova"
+
+// listAvailabilityZones is what Horizon's Create Cluster dialog lists its zones from.
+func listAvailabilityZones(w http.ResponseWriter, r *http.Request) {
+	echoMicroversion(w, r)
+	writeJSON(w, http.StatusOK, map[string]any{"availabilityZoneInfo": []map[string]any{
+		{"zoneName": FakeAvailabilityZone, "zoneState": map[string]any{"available": true}, "hosts": nil}}})
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Network (Neutron v2.0)
 
@@ -475,6 +506,7 @@ func (c *Cloud) networkRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.0/networks/{id}", c.getNetwork)
 	mux.HandleFunc("GET /v2.0/subnets", c.listSubnets)
 	mux.HandleFunc("GET /v2.0/subnets/{id}", c.getSubnet)
+	mux.HandleFunc("GET /v2.0/extensions", listExtensions)
 	mux.HandleFunc("GET /{$}", networkVersions)
 	return mux
 }
@@ -581,6 +613,12 @@ func (c *Cloud) listSubnets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"subnets": docs})
+}
+
+// listExtensions answers that the fake Neutron has no API extensions: Horizon asks before nearly
+// every network call and then leaves out what extensions would add (ports, routers, quotas…).
+func listExtensions(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"extensions": []any{}})
 }
 
 func (c *Cloud) getSubnet(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,9 @@
 // Package fakeopenstack is a stand-in for the three OpenStack APIs that magnum-api consults while it
 // validates cluster templates and clusters: Glance (images), Nova (flavors, keypairs) and Neutron
-// (external networks, subnets). Running the real services would drag in systemd, hypervisor tooling and
-// three more databases just to answer a handful of GETs, so this package answers exactly those GETs
+// (external networks, subnets), plus the few GETs Horizon's magnum-ui dialogs need (Nova's keypair
+// list and availability zones, Neutron's extension list). Running the real services would drag in
+// systemd, hypervisor tooling and three more databases just to answer a handful of GETs, so this
+// package answers exactly those GETs
 // from seed data, logs every request, and returns 404 for anything else. Tokens are accepted without
 // validation there: the fake trusts whoever reaches its loopback port, like the local stack it serves.
 //

@@ -272,7 +272,9 @@ func (c *Client) createGeneration(ctx context.Context, clusterUUID string, gener
 }
 
 // replaceCredential deletes any credential of the caller with the target name and creates it anew.
-// A 409 means a concurrent creator slipped in between; one more round settles it.
+// A 409 means a concurrent creator slipped in between; one more round settles it. Keystone's
+// transient ErrUnassignedRole and ErrApplicationCredentialMethod (for a token that is not an
+// application credential's) are retried with backoff (the client's RetryPolicy).
 func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purpose Purpose, generation int, opts CreateOptions) (*ApplicationCredential, error) {
 	name := CredentialName(clusterUUID, purpose, generation)
 	description := fmt.Sprintf("Magnum cluster %s", clusterUUID)
@@ -291,9 +293,9 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 		create.Roles = append(create.Roles, applicationcredentials.Role{Name: r})
 	}
 
-	const attempts = 2
-	var lastErr error
-	for range attempts {
+	conflicts := 0
+	retry := c.retry.start(ctx)
+	for {
 		existing, err := c.listByName(ctx, c.who.UserID, name)
 		if err != nil {
 			return nil, err
@@ -305,11 +307,22 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 		}
 		created, err := applicationcredentials.Create(ctx, c.identity, c.who.UserID, create).Extract()
 		if err != nil {
-			lastErr = newError("create application credential", name, err)
-			if errors.Is(lastErr, ErrConflict) {
+			err := newError("create application credential", name, err)
+			switch {
+			case errors.Is(err, ErrConflict) && conflicts == 0:
+				// A concurrent creator slipped in between; one more round settles it.
+				conflicts++
 				continue
+			case errors.Is(err, ErrUnassignedRole),
+				errors.Is(err, ErrApplicationCredentialMethod) && c.who.ApplicationCredentialID == "":
+				// checkCreate saw the role in the token, and the token is not an application
+				// credential's: Keystone misread the request, which passes.
+				if retry.wait(ctx) {
+					continue
+				}
+				return nil, retry.gaveUp(err)
 			}
-			return nil, lastErr
+			return nil, err
 		}
 		cred := &ApplicationCredential{
 			ID: created.ID, Name: created.Name, Purpose: purpose, UserID: c.who.UserID,
@@ -323,7 +336,6 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 		}
 		return cred, nil
 	}
-	return nil, lastErr
 }
 
 // listByName returns the user's credentials with exactly this name (Keystone filters server-side).

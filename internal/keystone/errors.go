@@ -27,6 +27,24 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrConflict: Keystone answered 409 (a credential with that name exists for the user).
 	ErrConflict = errors.New("conflict")
+	// ErrUnassignedRole: Keystone answered 400 "Cannot create an application credential with
+	// unassigned role": the roles it computed for the token at that moment lacked one the
+	// credential asks for. For a token that lists the role (CreateClusterCredentials checks that
+	// first) this is Keystone contradicting itself, seen under concurrent creates; it passes, so
+	// it is worth retrying (CreateClusterCredentials does, with backoff).
+	ErrUnassignedRole = errors.New("unassigned role")
+	// ErrApplicationCredentialMethod: Keystone answered 403 "Using method 'application_credential'
+	// is not allowed for managing additional application credentials": it took the request's token
+	// for an application credential's. For a token issued otherwise (Identity.Methods) this is
+	// Keystone misreading the request, seen with 8 concurrent creates on the local stack (Keystone
+	// under uwsgi with threads); CreateClusterCredentials retries it like ErrUnassignedRole.
+	ErrApplicationCredentialMethod = errors.New("application credential method refused")
+)
+
+// How Keystone (keystone/api/users.py) words ErrUnassignedRole and ErrApplicationCredentialMethod.
+const (
+	unassignedRoleMessage        = "with unassigned role"
+	applicationCredentialRefusal = "Using method 'application_credential' is not allowed"
 )
 
 // Error is a failed Keystone operation. Its message names the operation, the credential and
@@ -74,6 +92,10 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusUnauthorized
 	case ErrConflict:
 		return e.StatusCode == http.StatusConflict
+	case ErrUnassignedRole:
+		return e.StatusCode == http.StatusBadRequest && strings.Contains(e.Message, unassignedRoleMessage)
+	case ErrApplicationCredentialMethod:
+		return e.StatusCode == http.StatusForbidden && strings.Contains(e.Message, applicationCredentialRefusal)
 	}
 	return false
 }

@@ -39,6 +39,7 @@ type Option func(*clientOptions)
 type clientOptions struct {
 	httpClient *http.Client
 	userAgent  string
+	retry      *RetryPolicy
 }
 
 // WithHTTPClient sets the HTTP client (TLS trust, proxies, timeouts). The default is a plain
@@ -79,6 +80,7 @@ func (i Identity) String() string {
 type Client struct {
 	identity *gophercloud.ServiceClient
 	who      Identity
+	retry    RetryPolicy
 }
 
 // Identity returns who the client acts as.
@@ -239,7 +241,11 @@ func authenticate(ctx context.Context, keystoneURL, op string, ao *tokens.AuthOp
 	if who.ProjectID == "" {
 		return nil, &Error{Op: op, Message: fmt.Sprintf("the token of user %s is not project-scoped; application credentials belong to a project", who.UserID)}
 	}
-	return &Client{identity: identityClient, who: who}, nil
+	retry := DefaultRetryPolicy
+	if o.retry != nil {
+		retry = *o.retry
+	}
+	return &Client{identity: identityClient, who: who, retry: retry}, nil
 }
 
 // tokenBody is the part of Keystone's token body the bridge needs.

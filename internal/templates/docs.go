@@ -81,19 +81,26 @@ func bridgeText(s LabelSpec) string {
 		if s.AliasOf != "" {
 			out += " (alias of `" + s.AliasOf + "`)"
 		}
+		if len(s.Honored) > 0 {
+			out += "; other flavors honour " + honoredText(s) + " and report other values"
+		}
 		return out
 	}
 	if len(s.Honored) > 0 {
-		var q []string
-		for _, h := range s.Honored {
-			if h == "" {
-				h = `""`
-			}
-			q = append(q, "`"+h+"`")
-		}
-		return "honours " + strings.Join(q, ", ") + "; other values reported"
+		return "honours " + honoredText(s) + "; other values reported"
 	}
 	return "reported as not implemented"
+}
+
+func honoredText(s LabelSpec) string {
+	var q []string
+	for _, h := range s.Honored {
+		if h == "" {
+			h = `""`
+		}
+		q = append(q, "`"+h+"`")
+	}
+	return strings.Join(q, ", ")
 }
 
 // LabelsMarkdown renders docs/labels.md from the registry.

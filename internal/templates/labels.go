@@ -83,8 +83,8 @@ type LabelSpec struct {
 	Secret bool
 	// AliasOf names the label this one is another spelling of; the canonical one wins when both are set.
 	AliasOf string
-	// Honored are values the bridge honours although it does not implement the label, because they
-	// ask for what the bridge does anyway (e.g. "false" for an add-on the bridge never installs).
+	// Honored are values the bridge honours for flavors that do not implement the label, because
+	// they ask for what the bridge does anyway (e.g. "false" for an add-on the bridge never installs).
 	Honored []string
 }
 

@@ -263,6 +263,13 @@ var openStackEffects = map[string]effectCase{
 		require.Equal(t, false, field(t, r.Cluster, path(clusterTopo, "controlPlane", "healthCheck", "enabled")...))
 		require.Equal(t, false, dig(mdTopology(t, r, "default-worker"), "healthCheck", "enabled"))
 	}},
+	"auto_healing_node_timeout": {labels: map[string]string{"auto_healing_node_timeout": "45"}, check: func(t *testing.T, r *templates.Rendered, d *topologysim.Desired) {
+		conds := dig(mdTopology(t, r, "default-worker"), "healthCheck", "checks", "unhealthyNodeConditions").([]any)
+		require.Len(t, conds, 2)
+		for _, c := range conds {
+			require.EqualValues(t, 45, dig(c, "timeoutSeconds"))
+		}
+	}},
 	"auto_scaling_enabled": {labels: map[string]string{"auto_scaling_enabled": "true", "max_node_count": "6"}, check: autoscaled("0", "6")},
 	"min_node_count":       {labels: map[string]string{"auto_scaling_enabled": "true", "min_node_count": "2", "max_node_count": "6"}, check: autoscaled("2", "6")},
 	"max_node_count":       {labels: map[string]string{"auto_scaling_enabled": "true", "max_node_count": "9"}, check: autoscaled("0", "9")},
@@ -319,9 +326,6 @@ func autoscaled(min, max string) func(t *testing.T, r *templates.Rendered, d *to
 
 // inMemoryEffects are the labels the in-memory flavor implements, checked on its rendering.
 var inMemoryEffects = map[string]effectCase{
-	"availability_zone": {labels: map[string]string{"availability_zone": "nova"}, check: func(t *testing.T, r *templates.Rendered, d *topologysim.Desired) {
-		require.Equal(t, "nova", mdTopology(t, r, "default-worker")["failureDomain"])
-	}},
 	"kube_tag": {labels: map[string]string{"kube_tag": "v1.35.4"}, check: func(t *testing.T, r *templates.Rendered, _ *topologysim.Desired) {
 		require.Equal(t, "v1.35.4", field(t, r.Cluster, path(clusterTopo, "version")...))
 	}},
@@ -337,9 +341,10 @@ var inMemoryEffects = map[string]effectCase{
 		mdc := field(t, class, "spec", "workers", "machineDeployments").([]any)[0]
 		require.Nil(t, dig(mdc, "healthCheck"))
 	}},
-	"auto_scaling_enabled": openStackEffects["auto_scaling_enabled"],
-	"min_node_count":       openStackEffects["min_node_count"],
-	"max_node_count":       openStackEffects["max_node_count"],
+	"auto_scaling_enabled":      openStackEffects["auto_scaling_enabled"],
+	"auto_healing_node_timeout": openStackEffects["auto_healing_node_timeout"],
+	"min_node_count":            openStackEffects["min_node_count"],
+	"max_node_count":            openStackEffects["max_node_count"],
 	"inmemory_machine_startup": {labels: map[string]string{"inmemory_machine_startup": "45s"}, check: func(t *testing.T, r *templates.Rendered, _ *topologysim.Desired) {
 		require.Equal(t, "45s", field(t, r.ClassObjects[1], "spec", "template", "spec", "backend", "inMemory", "vm", "provisioning", "startupDuration"))
 	}},
@@ -483,6 +488,7 @@ var invalidValues = map[string][]string{
 	"min_node_count":                   {"-1"},
 	"max_node_count":                   {"many"},
 	"inmemory_machine_startup":         {"forever", "-5s"},
+	"auto_healing_node_timeout":        {"soon", "10", "90000"},
 }
 
 // labelsFor adds what a label needs to be read at all (oidc_* need an issuer, audit_* need
@@ -691,4 +697,15 @@ func TestOpenStackProxy(t *testing.T) {
 	require.Equal(t, []any{"systemctl daemon-reload", "systemctl restart containerd"},
 		field(t, d.ControlPlane, "spec", "kubeadmConfigSpec", "preKubeadmCommands"))
 	require.Equal(t, []any{"192.0.2.53", "192.0.2.54"}, dig(field(t, d.InfrastructureCluster, "spec", "managedSubnets").([]any)[0], "dnsNameservers"))
+}
+
+// The in-memory flavor renders availability_zone as the workers' failure domain too (Horizon sends
+// "nova" on every create); its fake machines accept any zone.
+func TestInMemoryAvailabilityZoneIsTheFailureDomain(t *testing.T) {
+	in := templatestest.BaseInput(templates.FlavorInMemory)
+	in.Cluster.Labels = map[string]string{"availability_zone": "nova"}
+	r, err := templates.Render(in)
+	require.NoError(t, err)
+	require.Equal(t, "nova", mdTopology(t, r, "default-worker")["failureDomain"])
+	require.Empty(t, r.Unimplemented)
 }

@@ -141,9 +141,13 @@ var Registry = []LabelSpec{
 		Effect:      "Variable `apiServerLoadBalancer.availabilityZone` → OpenStackCluster `apiServerLoadBalancer.availabilityZone`."},
 
 	// --- Machines and placement --------------------------------------------------------------------
-	{Name: "availability_zone", Group: GroupPlacement, Type: LabelString, Anchors: aHeatVex, Flavors: allFlavors, NodeGroup: true,
+	// Horizon's Create Cluster dialog always sends the zone picked from Nova's list: on a backend
+	// without zones, Nova's default zone "nova" asks for what happens anyway (issue 15). The
+	// in-memory flavor still renders it as the workers' failure domain (its machines accept any).
+	{Name: "availability_zone", Group: GroupPlacement, Type: LabelString, Anchors: aHeatVex, Flavors: onlyCAPO, NodeGroup: true,
+		Honored:     []string{"nova"},
 		Description: "Nova availability zone of the nodes.",
-		Effect:      "Worker MachineDeployment `failureDomain` (CAPO's availability zone), per node group when the group's labels set it; also the control plane's zone when control_plane_availability_zones is not set. Also on the in-memory flavor: worker MachineDeployment `failureDomain` (per node group when its labels set it)."},
+		Effect:      "Worker MachineDeployment `failureDomain` (CAPO's availability zone), per node group when the group's labels set it; also the control plane's zone when control_plane_availability_zones is not set."},
 	{Name: "control_plane_availability_zones", Group: GroupPlacement, Type: LabelNameList, Anchors: aVex, Flavors: onlyCAPO,
 		Description: "Availability zones the control-plane machines are spread over.",
 		Effect:      "Variable `controlPlaneAvailabilityZones` → OpenStackCluster `controlPlaneAvailabilityZones` (CAPI spreads control-plane machines over them)."},
@@ -271,6 +275,9 @@ var Registry = []LabelSpec{
 	{Name: "auto_healing_enabled", Group: GroupHealing, Type: LabelBool, Default: "true", Anchors: aAll, Flavors: allFlavors,
 		Description: "Replace machines whose node stays unhealthy.",
 		Effect:      "MachineHealthChecks (node not Ready for 5 min, or not joined in 10 min). In-memory: in the ClusterClass; OpenStack: the class defines them for the control plane and the workers and the Cluster's topology disables them (`healthCheck.enabled: false`) when false."},
+	{Name: "auto_healing_node_timeout", Group: GroupBridge, Type: LabelInt, Default: "300", Min: intp(30), Max: intp(86400), Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "Seconds a worker's node may stay not Ready before auto-healing replaces it (a label of this bridge).",
+		Effect:      "The worker MachineDeployments' topology health check (`unhealthyNodeConditions` timeouts) when auto_healing_enabled."},
 	{Name: "auto_scaling_enabled", Group: GroupHealing, Type: LabelBool, Default: "false", Anchors: aAll, Flavors: allFlavors,
 		Description: "Let the cluster autoscaler size worker node groups between min_node_count and max_node_count.",
 		Effect:      "MachineDeployment topology without replicas and with the cluster-autoscaler min/max size annotations (for node groups with a max_node_count)."},

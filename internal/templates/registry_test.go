@@ -25,7 +25,9 @@ func TestRegistryIsConsistent(t *testing.T) {
 			require.NotEmpty(t, s.Type)
 			if len(s.Flavors) > 0 {
 				require.NotEmpty(t, s.Effect, "an implemented label documents what it renders")
-				require.Empty(t, s.Honored, "Honored is for labels that are not implemented")
+				if len(s.Flavors) == len(allFlavors) {
+					require.Empty(t, s.Honored, "Honored is for flavors that do not implement the label")
+				}
 				if s.Default != "" {
 					require.NoError(t, validateValue(s, s.Default), "the default must be valid")
 				}
@@ -97,6 +99,29 @@ func TestFlavorSpecificLabels(t *testing.T) {
 	unimpl, err = ValidateLabels(FlavorOpenStack, map[string]string{"inmemory_machine_startup": "1s"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"inmemory_machine_startup"}, unimpl)
+}
+
+// Horizon's Create Cluster dialog sends availability_zone (picked from Nova's zones, "nova" on a
+// cloud without zones of its own), auto_scaling_enabled and auto_healing_enabled with every create:
+// none of it may put a "not implemented" note in the status reason of a Horizon-made cluster.
+func TestHorizonCreateLabelsAreNotReported(t *testing.T) {
+	for _, flavor := range []Flavor{FlavorInMemory, FlavorOpenStack} {
+		for _, labels := range []map[string]string{
+			{"availability_zone": "nova", "auto_scaling_enabled": "False", "auto_healing_enabled": "True"},
+			{"availability_zone": "nova", "auto_scaling_enabled": "true", "auto_healing_enabled": "false", "min_node_count": "1", "max_node_count": "3"},
+		} {
+			unimpl, err := ValidateLabels(flavor, labels)
+			require.NoError(t, err)
+			require.Empty(t, unimpl, "%s: %v", flavor, labels)
+		}
+	}
+	// A zone the in-memory backend cannot place anything in is still reported there.
+	unimpl, err := ValidateLabels(FlavorInMemory, map[string]string{"availability_zone": "az-2"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"availability_zone"}, unimpl)
+	unimpl, err = ValidateLabels(FlavorOpenStack, map[string]string{"availability_zone": "az-2"})
+	require.NoError(t, err)
+	require.Empty(t, unimpl, "CAPO places machines in any zone")
 }
 
 func TestSecretLabelValuesAreRedacted(t *testing.T) {

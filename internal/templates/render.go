@@ -222,11 +222,16 @@ func workerHealthCheck() clusterv1.MachineDeploymentClassHealthCheck {
 	return clusterv1.MachineDeploymentClassHealthCheck{
 		Checks: clusterv1.MachineDeploymentClassHealthCheckChecks{
 			NodeStartupTimeoutSeconds: ptr.To[int32](600),
-			UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
-				{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](300)},
-				{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](300)},
-			},
+			UnhealthyNodeConditions:   unhealthyNodeConditions(300),
 		},
+	}
+}
+
+// unhealthyNodeConditions: a node not Ready (False or Unknown) for seconds is replaced.
+func unhealthyNodeConditions(seconds int32) []clusterv1.UnhealthyNodeCondition {
+	return []clusterv1.UnhealthyNodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To(seconds)},
+		{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To(seconds)},
 	}
 }
 
@@ -300,6 +305,12 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 				Labels:      map[string]string{LabelNodeGroupUUID: ng.UUID},
 				Annotations: map[string]string{AnnotationNGName: ng.Name},
 			},
+		}
+		// Only when set: the class's own health check keeps its default otherwise.
+		if v, set := in.Cluster.Labels["auto_healing_node_timeout"]; set && labelBool(in.Cluster.Labels, "auto_healing_enabled") {
+			if t, err := strconv.Atoi(v); err == nil && t > 0 {
+				md.HealthCheck.Checks.UnhealthyNodeConditions = unhealthyNodeConditions(int32(t))
+			}
 		}
 		lo, hi, err := autoscalingBounds(in.Cluster.Labels, ng)
 		if err != nil {

@@ -17,10 +17,13 @@ import (
 )
 
 // autoHealTimeout is how long a worker's node may stay not Ready before its MachineHealthCheck has it
-// replaced: the bridge's ClusterClass uses the anchors' 5 minutes (docs/labels.md, auto_healing_enabled);
-// no anchor has a label that changes it. TestAutoHealingReplacesUnhealthyWorker checks the rendered
-// MachineHealthCheck carries this value, so the disabled variant's wait stays tied to it.
-const autoHealTimeout = 5 * time.Minute
+// replaced. The bridge's default is the anchors' 5 minutes (docs/labels.md, auto_healing_enabled);
+// these tests set the bridge's auto_healing_node_timeout label to a minute so CI does not wait out
+// the default. TestAutoHealingReplacesUnhealthyWorker checks the MachineHealthCheck carries this
+// value, so the disabled variant's wait stays tied to it.
+const autoHealTimeout = time.Minute
+
+var autoHealLabel = fmt.Sprintf("auto_healing_node_timeout=%d", int(autoHealTimeout.Seconds()))
 
 // TestAutoHealingReplacesUnhealthyWorker: a worker whose node reports Ready=Unknown (what a node whose
 // kubelet stopped posting status looks like) is replaced by CAPI's MachineHealthCheck once the timeout
@@ -29,7 +32,7 @@ const autoHealTimeout = 5 * time.Minute
 func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	id, c := createOneWorkerCluster(t, "heal-")
+	id, c := createOneWorkerCluster(t, "heal-", "--labels", autoHealLabel)
 
 	// auto_healing_enabled defaults to true: the topology holds the worker group's health check. The
 	// in-memory class has none for the control plane (KCP cannot remediate its only machine anyway).
@@ -120,7 +123,7 @@ func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
 func TestAutoHealingDisabledKeepsUnhealthyWorker(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	id, c := createOneWorkerCluster(t, "noheal-", "--labels", "auto_healing_enabled=false")
+	id, c := createOneWorkerCluster(t, "noheal-", "--labels", "auto_healing_enabled=false,"+autoHealLabel)
 
 	require.Empty(t, machineHealthChecks(t, c.StackID), "auto_healing_enabled=false must leave the cluster without MachineHealthChecks")
 	class := clusterClassOf(t, c.StackID)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
@@ -128,12 +129,22 @@ func (s *Store) UpdateCluster(ctx context.Context, uuid string, set Fields, g Gu
 	return clusterFrom(row)
 }
 
-// DeleteCluster deletes a cluster and its nodegroups in one transaction (the end of a delete:
-// clients then get 404). Deleting what is already gone is not an error; deleted says whether a
-// cluster row was removed by this call.
+// DeleteCluster ends a cluster's delete: from its return on, clients get 404. Deleting what is
+// already gone is not an error; deleted says whether a cluster row was removed by this call.
+//
+// The cluster row goes first, in a commit of its own; its node group rows go NodeGroupDeleteDelay
+// later, in the background. magnum-api reads a cluster's row and then, in separate queries, its
+// node groups (to sum master_count and node_count): a reader that got the row just before the
+// delete must still find the node groups, or it answers 400 "master_count … Value: '0'" for the
+// cluster and for the whole project's list instead of the cluster or 404. Node groups without
+// their cluster are invisible to the API (it serves node groups only of an existing cluster).
+// The commit stamps them with the time of the delete, so that when the delayed removal never runs
+// (the store closed, the process ended) a later DeleteCluster removes them once the delay is past.
 func (s *Store) DeleteCluster(ctx context.Context, uuid string) (deleted bool, err error) {
+	deletedAt := s.timestamp()
 	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, maybeApplied bool) error {
-		if _, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s = ?", s.quote("nodegroup"), s.quote("cluster_id")), uuid); err != nil {
+		if _, err := s.exec(ctx, tx, fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?",
+			s.quote("nodegroup"), s.quote("updated_at"), s.quote("cluster_id")), deletedAt, uuid); err != nil {
 			return err
 		}
 		res, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s = ?", s.quote("cluster"), s.quote("uuid")), uuid)
@@ -144,7 +155,73 @@ func (s *Store) DeleteCluster(ctx context.Context, uuid string) (deleted bool, e
 		deleted = err == nil && n > 0
 		return err
 	})
-	return deleted, opError("delete cluster "+uuid, err)
+	if err != nil {
+		return deleted, opError("delete cluster "+uuid, err)
+	}
+	delay := s.opts.NodeGroupDeleteDelay
+	if delay <= 0 {
+		return deleted, opError("delete nodegroups of cluster "+uuid, s.deleteOrphanNodeGroups(ctx, uuid))
+	}
+	// The cluster is gone, which is what the caller asked for: what is left are rows nobody sees.
+	if err := s.deleteOrphanNodeGroups(ctx, ""); err != nil {
+		slog.Warn("node groups of clusters deleted earlier are left for the next delete", "error", opError("delete nodegroups", err))
+	}
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-s.closing.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.closing, time.Minute)
+		defer cancel()
+		if err := s.deleteOrphanNodeGroups(ctx, uuid); err != nil {
+			slog.Warn("node groups of a deleted cluster are left for the next delete", "cluster", uuid,
+				"error", opError("delete nodegroups", err))
+		}
+	}()
+	return deleted, nil
+}
+
+// deleteOrphanNodeGroups removes the node groups of the deleted cluster uuid (none when empty)
+// and those of every cluster deleted more than NodeGroupDeleteDelay ago. It finds them with a
+// plain read and deletes them by uuid, so that no lock is taken on the other clusters' rows (a
+// locking scan would block their writers on MariaDB); a cluster row never comes back, so what the
+// read found stays an orphan.
+func (s *Store) deleteOrphanNodeGroups(ctx context.Context, uuid string) error {
+	// Timestamps have whole seconds: one second more keeps every reader's full delay.
+	cutoff := s.timestamp().Add(-s.opts.NodeGroupDeleteDelay - time.Second)
+	ng, cl := s.quote("nodegroup"), s.quote("cluster")
+	var orphans []any
+	err := s.retry(ctx, func(int) error {
+		orphans = orphans[:0]
+		rows, err := s.query(ctx, s.db, fmt.Sprintf(
+			"SELECT %s FROM %s WHERE NOT EXISTS (SELECT 1 FROM %s WHERE %s.%s = %s.%s) AND (%s = ? OR %s IS NULL OR %s <= ?)",
+			s.quote("uuid"), ng, cl, cl, s.quote("uuid"), ng, s.quote("cluster_id"),
+			s.quote("cluster_id"), s.quote("updated_at"), s.quote("updated_at")), uuid, cutoff)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			orphans = append(orphans, id)
+		}
+		return rows.Err()
+	})
+	if err != nil || len(orphans) == 0 {
+		return err
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, _ bool) error {
+		_, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", ng, s.quote("uuid"), placeholders(len(orphans))), orphans...)
+		return err
+	})
 }
 
 // GetClusterTemplate reads a cluster template by uuid; magnum.ClusterTemplateNotFound if none.

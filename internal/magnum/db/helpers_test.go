@@ -45,6 +45,8 @@ func openTest(t testing.TB, url string) *Store {
 	t.Helper()
 	o := DefaultOptions(url)
 	o.RetryInterval, o.MaxRetryInterval, o.Retries = 10*time.Millisecond, 50*time.Millisecond, 5
+	// DeleteCluster removes node groups at once; TestDeleteClusterKeepsNodeGroupsForReaders sets a delay.
+	o.NodeGroupDeleteDelay = 0
 	s, err := OpenWithOptions(context.Background(), o)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })

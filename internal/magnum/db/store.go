@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -57,13 +58,21 @@ type Options struct {
 	Retries          int
 	RetryInterval    time.Duration
 	MaxRetryInterval time.Duration
+	// NodeGroupDeleteDelay is how long DeleteCluster keeps a deleted cluster's node group rows:
+	// longer than any magnum-api request takes between reading a cluster row and its node groups.
+	NodeGroupDeleteDelay time.Duration
 }
+
+// DefaultNodeGroupDeleteDelay: a magnum-api request reads a cluster's node groups within
+// milliseconds of its row; a list of 50 clusters on an overloaded 2-core host took over 30 s.
+const DefaultNodeGroupDeleteDelay = time.Minute
 
 // DefaultOptions are oslo.db's defaults, except that Open does not retry connecting.
 func DefaultOptions(connection string) Options {
 	return Options{
 		Connection: connection, MaxOpenConns: 55, MaxIdleConns: 5, ConnMaxLifetime: time.Hour,
 		Retries: 20, RetryInterval: time.Second, MaxRetryInterval: 10 * time.Second,
+		NodeGroupDeleteDelay: DefaultNodeGroupDeleteDelay,
 	}
 }
 
@@ -118,6 +127,10 @@ type Store struct {
 	// now is the clock (tests may replace it); values are truncated to seconds, UTC.
 	now   func() time.Time
 	hooks testHooks
+	// closing ends with Close; background counts DeleteCluster's delayed node group removals.
+	closing    context.Context
+	closeNow   context.CancelFunc
+	background sync.WaitGroup
 }
 
 // testHooks inject faults in tests: beforeCommit runs inside the transaction just before COMMIT,
@@ -175,6 +188,7 @@ func OpenWithOptions(ctx context.Context, o Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.closing, s.closeNow = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -197,8 +211,13 @@ func (s *Store) connect(ctx context.Context) error {
 	}
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+// Close cancels the delayed node group removals still pending (DeleteCluster; a later one
+// catches up on them) and closes the pool.
+func (s *Store) Close() error {
+	s.closeNow()
+	s.background.Wait()
+	return s.db.Close()
+}
 
 // Schema is what Open found.
 func (s *Store) Schema() Schema { return s.schema }

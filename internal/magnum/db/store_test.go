@@ -172,6 +172,73 @@ func TestClusterLifecycle(t *testing.T) {
 	}
 }
 
+// magnum-api reads a cluster's row and then its node groups in separate queries: a cluster row
+// must never be visible without its node groups. DeleteCluster removes the row at once (clients
+// get 404) and the node groups only after NodeGroupDeleteDelay; node groups whose delayed removal
+// never ran (store closed) go with a later delete, once the delay is past.
+func TestDeleteClusterKeepsNodeGroupsForReaders(t *testing.T) {
+	eachBackend(t, dbtest.Zed, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		s.opts.NodeGroupDeleteDelay = 300 * time.Millisecond
+		c, m, w := newCluster(t)
+		_, _, err := s.CreateCluster(ctx, c, m, w)
+		require.NoError(t, err)
+
+		start := time.Now()
+		deleted, err := s.DeleteCluster(ctx, c.UUID)
+		require.NoError(t, err)
+		require.True(t, deleted)
+		require.Less(t, time.Since(start), 300*time.Millisecond, "the caller does not wait for the delay")
+		_, err = s.GetCluster(ctx, c.UUID)
+		require.ErrorIs(t, err, magnum.ErrClusterNotFound, "404 from the delete on")
+		ngs, err := s.ListNodeGroups(ctx, c.UUID)
+		require.NoError(t, err)
+		require.Len(t, ngs, 2, "a reader that read the cluster row just before still finds its node groups")
+		require.Eventually(t, func() bool {
+			ngs, err := s.ListNodeGroups(ctx, c.UUID)
+			return err == nil && len(ngs) == 0
+		}, 5*time.Second, 20*time.Millisecond, "gone once the delay is past")
+		require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+
+		// A delayed removal cut short (a long delay, the store closed before it) is caught up by a
+		// later delete once the delay is past, not before.
+		s.opts.NodeGroupDeleteDelay = time.Hour
+		now := time.Now()
+		setClock(s, now)
+		a, am, aw := newCluster(t)
+		b, bm, bw := newCluster(t)
+		for _, x := range [][]any{{a, am, aw}, {b, bm, bw}} {
+			_, _, err := s.CreateCluster(ctx, x[0].(*Cluster), x[1].(*NodeGroup), x[2].(*NodeGroup))
+			require.NoError(t, err)
+		}
+		_, err = s.DeleteCluster(ctx, a.UUID)
+		require.NoError(t, err)
+		setClock(s, now.Add(59*time.Minute))
+		_, err = s.DeleteCluster(ctx, b.UUID)
+		require.NoError(t, err)
+		ngs, err = s.ListNodeGroups(ctx, a.UUID)
+		require.NoError(t, err)
+		require.Len(t, ngs, 2, "within the delay")
+		setClock(s, now.Add(2*time.Hour))
+		c2, c2m, c2w := newCluster(t)
+		_, _, err = s.CreateCluster(ctx, c2, c2m, c2w)
+		require.NoError(t, err)
+		_, err = s.DeleteCluster(ctx, c2.UUID)
+		require.NoError(t, err)
+		for _, gone := range []string{a.UUID, b.UUID} {
+			ngs, err = s.ListNodeGroups(ctx, gone)
+			require.NoError(t, err)
+			require.Empty(t, ngs, "orphans past the delay are removed")
+		}
+		ngs, err = s.ListNodeGroups(ctx, c2.UUID)
+		require.NoError(t, err)
+		require.Len(t, ngs, 2, "the cluster just deleted keeps its node groups for the delay")
+		start = time.Now()
+		require.NoError(t, s.Close())
+		require.Less(t, time.Since(start), 5*time.Second, "Close does not wait for pending delays")
+	})
+}
+
 func TestSchemaSpecificColumns(t *testing.T) {
 	t.Run("23.0.0 has no trust columns", func(t *testing.T) {
 		eachBackend(t, dbtest.Release23, func(t *testing.T, s *Store) {

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOperationDeadlines: an update whose CAPI never converges ends UPDATE_FAILED after
+// update_timeout with a reason naming CAPI's condition; the reason survives later CAPI events and a
+// restart of the bridge; the same for a delete (DELETE_FAILED after delete_timeout), which still
+// finishes once CAPI deletes the cluster. CAPI is made to never converge the real way: the
+// Cluster is paused (spec.paused), as an operator or a stuck controller would leave it.
+//
+// It restarts the bridge with one-minute deadlines, so it runs in the fault stage (alone).
+func TestOperationDeadlines(t *testing.T) {
+	requireStack(t)
+	if os.Getenv("MCB_FAULTS") != "1" {
+		t.Skip("restarts the bridge with one-minute deadlines: `make test` runs it alone in its fault stage (MCB_FAULTS=1)")
+	}
+	bridgeUp := func(extra string) {
+		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), "zed")
+		cmd.Env = append(os.Environ(), "BRIDGE_EXTRA_CONFIG="+extra)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+	short := "update_timeout = 1\ndelete_timeout = 1"
+	bridgeUp(short)
+	t.Cleanup(func() { bridgeUp("") })
+
+	tmpl := createTemplate(t, cloudDemo)
+	id := createCluster(t, cloudDemo, tmpl, "deadline-"+suffix(), "--node-count", "1")
+	c := waitStatus(t, cloudDemo, id, 8*time.Minute, "CREATE_COMPLETE")
+	pause := func(paused bool) {
+		v := "true"
+		if !paused {
+			v = "false"
+		}
+		out, err := kubectl(t, mgmtKubeconfig, "patch", "clusters.cluster.x-k8s.io", "-n", "magnum-"+c.ProjectID, c.StackID,
+			"--type=merge", "-p", `{"spec":{"paused":`+v+`}}`)
+		require.NoError(t, err, out)
+	}
+
+	// An update CAPI never carries out.
+	pause(true)
+	start := time.Now()
+	mustOpenstack(t, cloudDemo, "coe", "cluster", "update", id, "replace", "node_count=2")
+	c = waitUntil(t, id, 4*time.Minute, "UPDATE_FAILED")
+	timed(t, "update never converging → UPDATE_FAILED", start)
+	require.Contains(t, c.StatusReason, "update_timeout of 1m0s")
+	require.Contains(t, c.StatusReason, "Paused")
+	reason := c.StatusReason
+
+	// CAPI events (unpausing makes the topology reconcile and machines change) and a restart of
+	// the bridge do not clear it: the reason stays until the next operation.
+	pause(false)
+	bridgeUp(short + "\n# restart")
+	time.Sleep(45 * time.Second)
+	c, err := showCluster(t, cloudDemo, id)
+	require.NoError(t, err)
+	require.Equal(t, "UPDATE_FAILED", c.Status)
+	require.Equal(t, reason, c.StatusReason, "a *_FAILED reason lasts until the next operation")
+
+	// A delete CAPI never finishes, then does.
+	pause(true)
+	start = time.Now()
+	mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
+	c = waitUntil(t, id, 4*time.Minute, "DELETE_FAILED")
+	timed(t, "delete never finishing → DELETE_FAILED", start)
+	require.Contains(t, c.StatusReason, "delete_timeout of 1m0s")
+	pause(false)
+	waitGone(t, cloudDemo, id, 5*time.Minute)
+	timed(t, "DELETE_FAILED → gone once CAPI deleted the cluster", start)
+}
+
+// waitUntil polls the CLI until the cluster has status want (failing on any other final status).
+func waitUntil(t *testing.T, id string, timeout time.Duration, want string) *clusterShow {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *clusterShow
+	for time.Now().Before(deadline) {
+		c, err := showCluster(t, cloudDemo, id)
+		require.NoError(t, err)
+		last = c
+		if c.Status == want {
+			return c
+		}
+		if strings.HasSuffix(c.Status, "_COMPLETE") && strings.HasPrefix(want, strings.SplitN(c.Status, "_", 2)[0]) {
+			t.Fatalf("cluster %s: %s, want %s", id, c.Status, want)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	t.Fatalf("cluster %s did not reach %s within %s; last %+v", id, want, timeout, last)
+	return nil
+}

@@ -1,0 +1,545 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
+)
+
+// The fault matrix (issue "never stuck"): every operation × every fault a real cloud has, injected
+// for real — kube-apiserver killed and started again 40 s later, MariaDB restarted, RabbitMQ
+// restarted, Keystone stopped for 30 s, the bridges SIGKILLed at a random point (a fixed seed) and
+// started again. Each operation must end in its *_COMPLETE state (every fault here is shorter than
+// the operations' deadlines), with the CAPI objects and Magnum's rows consistent: one CAPI Cluster,
+// the CA Magnum stores equal to the one CAPI's -ca Secret holds, node counts equal on both sides,
+// nothing left of a deleted cluster.
+//
+// It restarts services every other test uses, so `make test` runs it alone, after all other
+// packages (MCB_FAULTS=1); `make soak` runs it with several seeds and prints the table.
+
+// A faultInjector breaks something: before runs before the round's operations are requested (nil:
+// nothing), inject after they were accepted, and returns once the fault is over.
+type faultInjector struct {
+	name   string
+	before func(t *testing.T)
+	inject func(t *testing.T, rng *rand.Rand)
+}
+
+func runScript(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(t), args[0]), args[1:]...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s: %s", strings.Join(args, " "), out)
+}
+
+func killPIDFile(t *testing.T, name string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), name+".pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func shell(t *testing.T, script string) {
+	t.Helper()
+	out, err := exec.Command("bash", "-c", script).CombinedOutput()
+	require.NoError(t, err, "%s: %s", script, out)
+}
+
+var apiserverKilled time.Time
+
+var faultInjectors = []faultInjector{
+	// The issue's first scenario: the apiserver is already gone when the requests arrive, and back
+	// 40 s later.
+	{"apiserver killed 40 s", func(t *testing.T) { killPIDFile(t, "kube-apiserver"); apiserverKilled = time.Now() },
+		func(t *testing.T, _ *rand.Rand) {
+			time.Sleep(time.Until(apiserverKilled.Add(40 * time.Second)))
+			runScript(t, "deploy/local/mgmt-up.sh")
+		}},
+	{"MariaDB restarted", nil, func(t *testing.T, _ *rand.Rand) {
+		shell(t, "mysqladmin --protocol=socket shutdown && while mysqladmin --protocol=socket ping >/dev/null 2>&1; do sleep 0.2; done")
+		runScript(t, "deploy/local/services.sh")
+	}},
+	{"RabbitMQ restarted", nil, func(t *testing.T, _ *rand.Rand) {
+		shell(t, "rabbitmqctl -q stop_app && rabbitmqctl -q start_app && rabbitmqctl -q await_startup --timeout 120")
+	}},
+	{"Keystone stopped 30 s", nil, func(t *testing.T, _ *rand.Rand) {
+		runScript(t, "deploy/local/openstack/keystone.sh", "stop")
+		time.Sleep(30 * time.Second)
+		runScript(t, "deploy/local/openstack/keystone.sh", "start")
+	}},
+	{"bridges SIGKILLed", nil, func(t *testing.T, rng *rand.Rand) {
+		time.Sleep(time.Duration(rng.Intn(4000)) * time.Millisecond)
+		killPIDFile(t, "bridge")
+		killPIDFile(t, "bridge-newest")
+		runScript(t, "deploy/local/bridge-up.sh", "zed")
+		runScript(t, "deploy/local/bridge-up.sh", "newest")
+	}},
+}
+
+// faultEnv is what the matrix reads to check consistency: Magnum's database and the management cluster.
+type faultEnv struct {
+	t     *testing.T
+	store *db.Store
+	kube  client.Client
+	rpc   *rpc.Client
+	// busyCluster has a write retrying while the apiserver is down: its CA calls must not wait.
+	busyCluster string
+}
+
+// timeCACall is `get_ca_certificate` for a cluster as magnum-api sends it (the first half of
+// `coe cluster config`), timed.
+func (e *faultEnv) timeCACall(id string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	row, err := e.store.GetCluster(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	obj, err := magnum.Encode(row.View(), nil)
+	if err != nil {
+		return 0, err
+	}
+	rctx := &rpc.Context{ProjectID: *row.ProjectID, Project: *row.ProjectID, UserID: *row.UserID, User: *row.UserID}
+	start := time.Now()
+	_, err = e.rpc.Call(ctx, "get_ca_certificate", map[string]any{"cluster": obj, "ca_cert_type": "kubernetes"}, rctx, 20*time.Second)
+	return time.Since(start), err
+}
+
+func (e *faultEnv) status(id string) (string, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := e.store.GetCluster(ctx, id)
+	if err != nil {
+		if strings.Contains(err.Error(), "could not be found") {
+			return "GONE", ""
+		}
+		return "UNKNOWN", err.Error() // the database is restarting
+	}
+	reason := ""
+	if c.StatusReason != nil {
+		reason = *c.StatusReason
+	}
+	return string(c.Status), reason
+}
+
+// await polls Magnum's row until the operation ended (want, or any *_FAILED).
+func (e *faultEnv) await(id, want string, timeout time.Duration) (string, string) {
+	deadline := time.Now().Add(timeout)
+	var st, reason string
+	for time.Now().Before(deadline) {
+		st, reason = e.status(id)
+		if st == want || strings.HasSuffix(st, "_FAILED") {
+			return st, reason
+		}
+		time.Sleep(2 * time.Second)
+	}
+	return "STUCK in " + st, reason
+}
+
+// consistent checks the invariants of a live cluster; it returns what is wrong ("" when nothing).
+func (e *faultEnv) consistent(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	row, err := e.store.GetCluster(ctx, id)
+	if err != nil {
+		return "row: " + err.Error()
+	}
+	var clusters clusterv1.ClusterList
+	if err := e.kube.List(ctx, &clusters, client.MatchingLabels{templates.LabelClusterUUID: id}); err != nil {
+		return "list clusters: " + err.Error()
+	}
+	if len(clusters.Items) != 1 {
+		return fmt.Sprintf("%d CAPI Clusters", len(clusters.Items))
+	}
+	c := clusters.Items[0]
+	if row.CACertRef == nil {
+		return "no ca_cert_ref"
+	}
+	kp, err := e.store.GetX509KeyPair(ctx, *row.CACertRef)
+	if err != nil {
+		return "ca key pair: " + err.Error()
+	}
+	var secret corev1.Secret
+	if err := e.kube.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-ca"}, &secret); err != nil {
+		return "ca secret: " + err.Error()
+	}
+	if kp.Certificate == nil || strings.TrimSpace(string(secret.Data["tls.crt"])) != strings.TrimSpace(*kp.Certificate) {
+		return "the CA in Magnum differs from CAPI's -ca Secret"
+	}
+	groups, err := e.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return "node groups: " + err.Error()
+	}
+	var mds clusterv1.MachineDeploymentList
+	if err := e.kube.List(ctx, &mds, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
+		return "list machine deployments: " + err.Error()
+	}
+	for _, g := range groups {
+		want := int32(0)
+		if g.NodeCount != nil {
+			want = int32(*g.NodeCount)
+		}
+		if g.Role != nil && *g.Role == "master" {
+			if r := c.Spec.Topology.ControlPlane.Replicas; r == nil || *r != want {
+				return fmt.Sprintf("control plane: Magnum %d, CAPI %v", want, r)
+			}
+			continue
+		}
+		found := false
+		for _, md := range mds.Items {
+			if md.Labels[templates.LabelNodeGroupUUID] == g.UUID {
+				found = true
+				if md.Spec.Replicas == nil || *md.Spec.Replicas != want {
+					return fmt.Sprintf("node group %s: Magnum %d, CAPI %v", g.Name, want, md.Spec.Replicas)
+				}
+			}
+		}
+		if !found {
+			return "node group " + g.Name + " has no MachineDeployment"
+		}
+	}
+	return ""
+}
+
+// gone checks nothing is left of a deleted cluster: row, CAPI objects, key pairs.
+func (e *faultEnv) gone(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if st, _ := e.status(id); st != "GONE" {
+		return "row still " + st
+	}
+	var clusters clusterv1.ClusterList
+	if err := e.kube.List(ctx, &clusters, client.MatchingLabels{templates.LabelClusterUUID: id}); err != nil || len(clusters.Items) > 0 {
+		return fmt.Sprintf("CAPI Clusters left: %d (%v)", len(clusters.Items), err)
+	}
+	refs := certs.ClusterRefs(id)
+	for _, ref := range []string{refs.CACertRef, refs.EtcdCACertRef, refs.FrontProxyCACertRef, refs.MagnumCertRef} {
+		if _, err := e.store.GetX509KeyPair(ctx, ref); err == nil {
+			return "key pair " + ref + " left"
+		}
+	}
+	return ""
+}
+
+type matrixCell struct {
+	op, fault, outcome, detail string
+	took                       time.Duration
+}
+
+// matrixOp is one operation of the matrix. prepare runs before the first round (clusters the
+// operation works on), issue starts the operation of round r and returns what to wait for.
+type matrixOp struct {
+	name    string
+	prepare func(t *testing.T, e *faultEnv, rounds int)
+	issue   func(t *testing.T, e *faultEnv, r int) (id, want string, check func() string)
+}
+
+// workerAddresses are the default worker group's node addresses as Magnum stores them.
+func (e *faultEnv) workerAddresses(id string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups, err := e.store.ListNodeGroups(ctx, id)
+	require.NoError(e.t, err)
+	for _, g := range groups {
+		if g.Name == "default-worker" {
+			out := append([]string(nil), g.NodeAddresses...)
+			sort.Strings(out)
+			return out
+		}
+	}
+	return nil
+}
+
+func matrixOps(t *testing.T) []matrixOp {
+	var (
+		tmpl, oldTmpl         string
+		updateID, resizeID    string
+		ngCreateID, ngDelID   string
+		upgradeIDs, deleteIDs []string
+		cpID                  string
+		mu                    sync.Mutex
+	)
+	createWait := func(cloud, id string) { waitStatus(t, cloud, id, 10*time.Minute, "CREATE_COMPLETE") }
+	return []matrixOp{
+		{"create", func(t *testing.T, e *faultEnv, rounds int) {
+			tmpl = createTemplate(t, cloudDemo)
+			oldTmpl = createTemplate(t, cloudDemo, "--image", "ubuntu-2404-kube-v1.35.4")
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			id := createCluster(t, cloudDemo, tmpl, fmt.Sprintf("fm-create-%d-%s", r, suffix()), "--node-count", "1")
+			return id, "CREATE_COMPLETE", func() string { return e.consistent(id) }
+		}},
+		{"update node_count", func(t *testing.T, e *faultEnv, rounds int) {
+			updateID = createCluster(t, cloudDemo, tmpl, "fm-update-"+suffix(), "--node-count", "1")
+			createWait(cloudDemo, updateID)
+			e.busyCluster = updateID
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			mustOpenstack(t, cloudDemo, "coe", "cluster", "update", updateID, "replace", fmt.Sprintf("node_count=%d", 2-r%2))
+			return updateID, "UPDATE_COMPLETE", func() string { return e.consistent(updateID) }
+		}},
+		{"resize --nodes-to-remove", func(t *testing.T, e *faultEnv, rounds int) {
+			resizeID = createCluster(t, cloudDemo, tmpl, "fm-resize-"+suffix(), "--node-count", strconv.Itoa(rounds+1))
+			createWait(cloudDemo, resizeID)
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			// The node names Magnum shows (in-memory nodes have no IPs): no workload API needed, which
+			// may be unreachable in this round.
+			nodes := e.workerAddresses(resizeID)
+			require.NotEmpty(t, nodes)
+			victim := nodes[0]
+			mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", resizeID, strconv.Itoa(len(nodes)-1), "--nodes-to-remove", victim)
+			return resizeID, "UPDATE_COMPLETE", func() string {
+				if msg := e.consistent(resizeID); msg != "" {
+					return msg
+				}
+				for _, n := range e.workerAddresses(resizeID) {
+					if n == victim {
+						return "the named node " + victim + " is still there"
+					}
+				}
+				return ""
+			}
+		}},
+		{"control-plane resize (Magnum 23)", func(t *testing.T, e *faultEnv, rounds int) {
+			newest := createTemplate(t, cloudNewest)
+			cpID = createCluster(t, cloudNewest, newest, "fm-cp-"+suffix(), "--node-count", "1")
+			createWait(cloudNewest, cpID)
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			count := "3"
+			if r%2 == 1 {
+				count = "1"
+			}
+			mustOpenstack(t, cloudNewest, "coe", "cluster", "resize", cpID, count, "--nodegroup", "default-master")
+			return cpID, "UPDATE_COMPLETE@" + cloudNewest, func() string {
+				c, err := showCluster(t, cloudNewest, cpID)
+				if err != nil {
+					return err.Error()
+				}
+				if strconv.Itoa(c.MasterCount) != count {
+					return fmt.Sprintf("master_count %d, want %s", c.MasterCount, count)
+				}
+				return ""
+			}
+		}},
+		{"node group create", func(t *testing.T, e *faultEnv, rounds int) {
+			ngCreateID = createCluster(t, cloudDemo, tmpl, "fm-ngc-"+suffix(), "--node-count", "1")
+			createWait(cloudDemo, ngCreateID)
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			name := fmt.Sprintf("ng-%d", r)
+			mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", ngCreateID, name, "--node-count", "1")
+			return ngCreateID, "UPDATE_COMPLETE", func() string {
+				if ng, err := showNodeGroup(t, ngCreateID, name); err != nil || ng.Status != "CREATE_COMPLETE" {
+					return fmt.Sprintf("node group %s: %+v %v", name, ng, err)
+				}
+				return e.consistent(ngCreateID)
+			}
+		}},
+		{"node group delete", func(t *testing.T, e *faultEnv, rounds int) {
+			ngDelID = createCluster(t, cloudDemo, tmpl, "fm-ngd-"+suffix(), "--node-count", "1")
+			createWait(cloudDemo, ngDelID)
+			for r := range rounds {
+				mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", ngDelID, fmt.Sprintf("old-%d", r), "--node-count", "1")
+				waitNodeGroup(t, ngDelID, fmt.Sprintf("old-%d", r), "CREATE_COMPLETE")
+			}
+			waitStatus(t, cloudDemo, ngDelID, 10*time.Minute, "UPDATE_COMPLETE")
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			name := fmt.Sprintf("old-%d", r)
+			mustOpenstack(t, cloudDemo, "coe", "nodegroup", "delete", ngDelID, name)
+			return ngDelID, "UPDATE_COMPLETE", func() string {
+				if _, err := showNodeGroup(t, ngDelID, name); err == nil {
+					return "node group " + name + " still exists"
+				}
+				return e.consistent(ngDelID)
+			}
+		}},
+		{"upgrade", func(t *testing.T, e *faultEnv, rounds int) {
+			var wg sync.WaitGroup
+			for range rounds {
+				id := createCluster(t, cloudDemo, oldTmpl, "fm-upg-"+suffix(), "--node-count", "1")
+				upgradeIDs = append(upgradeIDs, id)
+				wg.Add(1)
+				go func() { defer wg.Done(); createWait(cloudDemo, id) }()
+			}
+			wg.Wait()
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			mu.Lock()
+			id := upgradeIDs[r]
+			mu.Unlock()
+			mustOpenstack(t, cloudDemo, "coe", "cluster", "upgrade", id, tmpl)
+			return id, "UPDATE_COMPLETE", func() string {
+				c, err := showCluster(t, cloudDemo, id)
+				if err != nil || c.COEVersion != "v1.36.3" {
+					return fmt.Sprintf("coe_version %v %v", c, err)
+				}
+				return e.consistent(id)
+			}
+		}},
+		{"delete", func(t *testing.T, e *faultEnv, rounds int) {
+			var wg sync.WaitGroup
+			for range rounds {
+				id := createCluster(t, cloudDemo, tmpl, "fm-del-"+suffix(), "--node-count", "1")
+				deleteIDs = append(deleteIDs, id)
+				wg.Add(1)
+				go func() { defer wg.Done(); createWait(cloudDemo, id) }()
+			}
+			wg.Wait()
+		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+			id := deleteIDs[r]
+			mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
+			return id, "GONE", func() string { return e.gone(id) }
+		}},
+	}
+}
+
+func TestFaultMatrix(t *testing.T) {
+	requireStack(t)
+	if os.Getenv("MCB_FAULTS") != "1" {
+		t.Skip("the fault matrix restarts services every other test uses (MariaDB, RabbitMQ, Keystone, the apiserver): " +
+			"`make test` runs it alone after all other packages with MCB_FAULTS=1, `make soak` with many seeds")
+	}
+	seed, _ := strconv.ParseInt(env("MCB_FAULT_SEED", "1"), 10, 64)
+	rng := rand.New(rand.NewSource(seed))
+	conf, rpcClient := magnumRPC(t)
+	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	_, cfg := testutil.ManagementCluster(t)
+	scheme, err := capi.NewScheme()
+	require.NoError(t, err)
+	kube, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	e := &faultEnv{t: t, store: store, kube: kube, rpc: rpcClient}
+
+	injectors := faultInjectors
+	if only := os.Getenv("MCB_FAULTS_ONLY"); only != "" {
+		injectors = nil
+		for _, f := range faultInjectors {
+			if strings.Contains(f.name, only) {
+				injectors = append(injectors, f)
+			}
+		}
+	}
+	ops := matrixOps(t)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, op := range ops {
+		wg.Add(1)
+		go func() { defer wg.Done(); op.prepare(t, e, len(injectors)) }()
+	}
+	wg.Wait()
+	timed(t, "fault matrix: clusters prepared", start)
+
+	var cells []matrixCell
+	for r, f := range injectors {
+		type issued struct {
+			op, id, want string
+			check        func() string
+			at           time.Time
+		}
+		var (
+			mu   sync.Mutex
+			runs []issued
+		)
+		if f.before != nil {
+			f.before(t)
+		}
+		for _, op := range ops {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				at := time.Now()
+				id, want, check := op.issue(t, e, r)
+				mu.Lock()
+				runs = append(runs, issued{op.name, id, want, check, at})
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		t.Logf("round %d: %d operations accepted; injecting %q", r, len(runs), f.name)
+		var caCall time.Duration
+		var caErr error
+		probe := make(chan struct{})
+		go func() {
+			defer close(probe)
+			if !strings.HasPrefix(f.name, "apiserver") {
+				return
+			}
+			// While the apiserver is down the update of busyCluster retries; its CA is still served.
+			time.Sleep(5 * time.Second)
+			caCall, caErr = e.timeCACall(e.busyCluster)
+		}()
+		f.inject(t, rng)
+		<-probe
+		if strings.HasPrefix(f.name, "apiserver") {
+			require.NoError(t, caErr)
+			t.Logf("get_ca_certificate of a cluster whose update retries (apiserver down): %s", caCall.Round(time.Millisecond))
+			require.Less(t, caCall, 2*time.Second, "coe cluster config waited behind the cluster's write")
+		}
+		for _, run := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cell := matrixCell{op: run.op, fault: f.name}
+				if cloud, ok := strings.CutPrefix(run.want, "UPDATE_COMPLETE@"); ok {
+					c := waitStatus(t, cloud, run.id, 12*time.Minute, "UPDATE_COMPLETE")
+					cell.outcome = c.Status
+				} else {
+					cell.outcome, cell.detail = e.await(run.id, run.want, 12*time.Minute)
+				}
+				cell.took = time.Since(run.at)
+				if cell.outcome == run.want || strings.HasPrefix(run.want, "UPDATE_COMPLETE@") {
+					if msg := run.check(); msg != "" {
+						cell.outcome, cell.detail = "INCONSISTENT", msg
+					}
+				}
+				mu.Lock()
+				cells = append(cells, cell)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+
+	sort.Slice(cells, func(i, j int) bool {
+		if cells[i].op != cells[j].op {
+			return cells[i].op < cells[j].op
+		}
+		return cells[i].fault < cells[j].fault
+	})
+	t.Logf("FAULT MATRIX (seed %d, %s):", seed, time.Since(start).Round(time.Second))
+	t.Logf("| %-34s | %-22s | %-16s | %6s |", "operation", "fault", "outcome", "time")
+	failed := 0
+	for _, c := range cells {
+		t.Logf("| %-34s | %-22s | %-16s | %5.0fs | %s", c.op, c.fault, c.outcome, c.took.Seconds(), c.detail)
+		if c.outcome != "CREATE_COMPLETE" && c.outcome != "UPDATE_COMPLETE" && c.outcome != "GONE" {
+			failed++
+		}
+	}
+	require.Zero(t, failed, "operations that did not end complete and consistent")
+}
