@@ -54,9 +54,11 @@ func permanent(err error) bool {
 	if errors.As(err, &me) {
 		return true
 	}
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
-		apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err) ||
-		apierrors.IsUnsupportedMediaType(err) || apierrors.IsRequestEntityTooLargeError(err)
+	// 403 and 401 from the apiserver are not here: an apiserver that just started answers them until
+	// its RBAC and authentication caches are filled (seen in the fault matrix after a restart), so
+	// they are retried — a real RBAC mistake still ends the operation at its deadline, with the reason.
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) || apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // permanentError marks an error no retry can fix. Its message is written for the tenant.

@@ -515,3 +515,16 @@ func TestReasonsNeverCarryEndpoints(t *testing.T) {
 	require.Contains(t, r, "Magnum's database failed (error id ")
 	require.NotContains(t, r, "3306")
 }
+
+// An apiserver that just restarted answers 403 until its RBAC caches are filled: retried, not failed.
+func TestForbiddenRightAfterAnAPIServerRestartIsRetried(t *testing.T) {
+	h := newHarness(t)
+	id := h.created(2)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "magnum-x", errors.New("RBAC: not yet"))
+	h.f.failNext("kube.EnsureProjectNamespace", 2, forbidden)
+	_, err := h.deliver(request("cluster_update", map[string]json.RawMessage{"cluster": h.clusterArg(id), "node_count": jsonArg(t, 3)}), 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, h.settle(10))
+	h.consistent(id, 3)
+	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+}
