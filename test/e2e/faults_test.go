@@ -363,8 +363,10 @@ func matrixOps(t *testing.T) []matrixOp {
 		{"node group delete", func(t *testing.T, e *faultEnv, rounds int) {
 			ngDelID = createCluster(t, cloudDemo, tmpl, "fm-ngd-"+suffix(), "--node-count", "1")
 			createWait(cloudDemo, ngDelID)
-			for r := range rounds {
+			for r := range rounds { // all at once: a node group may be added while another is being added
 				mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", ngDelID, fmt.Sprintf("old-%d", r), "--node-count", "1")
+			}
+			for r := range rounds {
 				waitNodeGroup(t, ngDelID, fmt.Sprintf("old-%d", r), "CREATE_COMPLETE")
 			}
 			waitStatus(t, cloudDemo, ngDelID, 10*time.Minute, "UPDATE_COMPLETE")
