@@ -52,9 +52,9 @@ fuzz:
 	  pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' internal | xargs dirname); \
 	  echo "== $$t ($$pkg)"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; done
 
-## generate: regenerate docs/labels.md from the label registry (a test fails when it is stale).
+## generate: regenerate docs/labels.md (label registry) and deploy/kubernetes (from the Helm chart); tests fail when stale.
 generate:
-	$(GO) generate ./internal/templates/...
+	$(GO) generate ./internal/templates/... ./internal/chart/...
 
 clean:
 	rm -rf $(BIN)

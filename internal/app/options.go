@@ -68,6 +68,16 @@ type BridgeOptions struct {
 	// Credentials configures the per-cluster Keystone application credentials; nil when
 	// [bridge] cluster_credentials is off.
 	Credentials *CredentialOptions
+	// ServiceUser is Magnum's service user ([keystone_auth] / [keystone_authtoken]) when configured;
+	// --check-config authenticates it.
+	ServiceUser *keystone.PasswordAuth
+	// RequireAdmissionPolicies refuses to start unless the admission policies that confine the
+	// bridge's RBAC are in force for its identity (require_admission_policies, default true).
+	RequireAdmissionPolicies bool
+	// LeaderElection runs the status sync on one replica at a time (leader_election); every
+	// replica serves RPC. LeaderElectionNamespace holds the Lease (empty: the pod's namespace).
+	LeaderElection          bool
+	LeaderElectionNamespace string
 }
 
 // CredentialOptions are the [bridge] cluster_credential* and cloud_* settings plus Magnum's
@@ -154,6 +164,22 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	}
 	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
 		return nil, err
+	}
+	if b.Credentials != nil {
+		b.ServiceUser = &b.Credentials.Service
+	} else if service, err := keystone.ServiceAuthFromConfig(f); err == nil {
+		b.ServiceUser = &service
+	}
+	if b.RequireAdmissionPolicies, err = f.Bool(bridgeSection, "require_admission_policies", true); err != nil {
+		return nil, err
+	}
+	if b.LeaderElection, err = f.Bool(bridgeSection, "leader_election", false); err != nil {
+		return nil, err
+	}
+	b.LeaderElectionNamespace = f.String(bridgeSection, "leader_election_namespace", "")
+	if b.LeaderElection && b.Kubeconfig != "" && b.LeaderElectionNamespace == "" {
+		return nil, &config.Error{Section: bridgeSection, Key: "leader_election_namespace",
+			Reason: "is required with leader_election outside the management cluster (a kubeconfig is set)"}
 	}
 	if o.RPC.ServerID == "" || o.RPC.ServerID == host {
 		o.RPC.ServerID = o.Host

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,22 +26,6 @@ func logger(level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// Check loads every dependency once: database and its schema, RabbitMQ declarations, the
-// management cluster. It is what `--check-config` runs and what start-up does first.
-func Check(ctx context.Context, o *Options) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	st, err := openStore(ctx, o)
-	if err != nil {
-		return err
-	}
-	st.Close()
-	if _, err := capi.RESTConfig(o.Bridge.Kubeconfig); err != nil {
-		return err
-	}
-	return nil
-}
-
 // Run serves until ctx ends.
 func Run(ctx context.Context, o *Options, version string) error {
 	log := logger(o.Bridge.LogLevel)
@@ -60,7 +43,14 @@ func Run(ctx context.Context, o *Options, version string) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := capi.NewManager(cfg)
+	if err := requireAdmissionPolicies(ctx, o, cfg); err != nil {
+		return err
+	}
+	var le []capi.LeaderElection
+	if o.Bridge.LeaderElection {
+		le = append(le, capi.LeaderElection{ID: capi.LeaderElectionID(o.Bridge.NamespacePrefix), Namespace: o.Bridge.LeaderElectionNamespace})
+	}
+	mgr, err := capi.NewManager(cfg, le...)
 	if err != nil {
 		return err
 	}

@@ -58,17 +58,28 @@ func (m *Manager) Kick(namespace, name string) {
 
 // NewManager builds a controller-runtime manager with informers on Clusters, MachineDeployments and
 // Machines. Nothing polls CAPI: the informers' watches drive every status update.
-func NewManager(cfg *rest.Config) (*Manager, error) {
+//
+// With a LeaderElection, only the replica holding its Lease runs the status sync; the informers (and
+// the RPC handlers that read through them) run on every replica.
+func NewManager(cfg *rest.Config, le ...LeaderElection) (*Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-	})
+	}
+	if len(le) > 0 {
+		opts.LeaderElection = true
+		opts.LeaderElectionID = le[0].ID
+		opts.LeaderElectionNamespace = le[0].Namespace
+		opts.LeaderElectionResourceLock = "leases"
+		// A new leader takes over without waiting for the old Lease to expire on a clean shutdown.
+		opts.LeaderElectionReleaseOnCancel = true
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("management cluster: %w", err)
 	}
@@ -78,6 +89,15 @@ func NewManager(cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{Manager: mgr, Client: &Client{Client: direct}, kicks: make(chan event.GenericEvent, 1024)}, nil
+}
+
+// LeaderElection names the Lease the replicas of one bridge share; Namespace empty means the pod's.
+type LeaderElection struct{ ID, Namespace string }
+
+// LeaderElectionID is the Lease of the bridge instance serving namespaces with this prefix: two
+// instances with different prefixes (e.g. two Magnum regions) sync status independently.
+func LeaderElectionID(namespacePrefix string) string {
+	return "magnum-capi-bridge-" + strings.TrimSuffix(namespacePrefix, "-")
 }
 
 // Watch registers the status reconciler.
