@@ -71,14 +71,18 @@ func Objects(rendered map[string]string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, n := range names {
 		for _, doc := range strings.Split(rendered[n], "\n---\n") {
-			obj := map[string]any{}
-			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			js, err := yaml.YAMLToJSON([]byte(doc))
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", n, err)
 			}
-			if len(obj) == 0 {
-				continue
+			if s := strings.TrimSpace(string(js)); s == "null" || s == "{}" {
+				continue // only comments
 			}
-			objs = append(objs, &unstructured.Unstructured{Object: obj})
+			obj := &unstructured.Unstructured{}
+			if err := obj.UnmarshalJSON(js); err != nil {
+				return nil, fmt.Errorf("%s: %w", n, err)
+			}
+			objs = append(objs, obj)
 		}
 	}
 	return objs, nil
