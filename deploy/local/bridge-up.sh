@@ -32,36 +32,41 @@ esac
 bin=$root/bin/magnum-capi-bridge
 [ -x "$bin" ] || (cd "$root" && make -s build)
 conf=$MCB_ETC/$name.conf
+# The devstack plugin's own functions install, configure and start the bridge (deploy/devstack),
+# with stand-ins for the few devstack functions they call.
+. "$here/devstack-shims.sh"
+# Only the management cluster's paths: mgmt-common.sh's log/die would replace this script's.
+eval "$(. "$here/mgmt-common.sh" && declare -p ADMIN_KUBECONFIG STATE_DIR BIN_DIR)"
+MAGNUM_CAPI_BRIDGE_DIR=$root MAGNUM_CAPI_BRIDGE_BUILD=False MAGNUM_CAPI_BRIDGE_BIN=$bin PYTHON=/usr/bin/python3
+MAGNUM_CAPI_BRIDGE_SERVICE=$name MAGNUM_CAPI_BRIDGE_MAGNUM_CONF=$magnum_conf MAGNUM_CAPI_BRIDGE_CONF=$conf
 # The bridge's own ServiceAccount (deploy/kubernetes/rbac.yaml), not the management cluster's admin.
-bridge_kubeconfig=$("$here/bridge-rbac.sh")
-cat > "$conf.new" <<CONF
-# Written by deploy/local/bridge-up.sh ${1:-zed}: the bridge's own settings for the local stack.
-[DEFAULT]
-host = $(hostname)-$name
+MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG MAGNUM_CAPI_BRIDGE_KUBECONFIG=$STATE_DIR/bridge.kubeconfig
+MAGNUM_CAPI_BRIDGE_KUBECTL=$BIN_DIR/kubectl
+MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX=$prefix MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE=inmemory
+MAGNUM_CAPI_BRIDGE_KUBERNETES_VERSION=$DEFAULT_WORKLOAD_K8S_VERSION MAGNUM_CAPI_BRIDGE_MAGNUM_RELEASE=$release
+MAGNUM_CAPI_BRIDGE_HOST=$(hostname)-$name
+. "$root/deploy/devstack/settings"
+. "$root/deploy/devstack/plugin.sh"
 
-[bridge]
-kubeconfig = $bridge_kubeconfig
-namespace_prefix = $prefix
-infrastructure = inmemory
-default_kubernetes_version = $DEFAULT_WORKLOAD_K8S_VERSION
-# Per-cluster Keystone application credentials, issued as the requesting user and deleted with the
+install_magnum_capi_bridge
+configure_magnum_capi_bridge_kubernetes
+cat > "$conf.new" <<CONF
+# Written by deploy/local/bridge-up.sh ${1:-zed} with the devstack plugin's configure_magnum_capi_bridge.
+# Per-cluster Keystone application credentials are issued as the requesting user and deleted with the
 # cluster, even though in-memory machines call no cloud: the local stack exercises their lifecycle.
-cluster_credentials = true
 CONF
-[ -z "$release" ] || echo "magnum_release = $release" >> "$conf.new"
+configure_magnum_capi_bridge "$conf.new"
 stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
 if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
   log "$name already running (pid $(cat "$MCB_RUN/$name.pid"))"; rm -f "$conf.new"; exit 0
 fi
 mv "$conf.new" "$conf"
-stop_pid "$name" 30
+stop_magnum_capi_bridge
 log "starting $name"
-"$bin" --check-config --config-file "$magnum_conf" --config-file "$conf"
 # The log is appended to: the wait below looks for this start's "serving" only.
 seen=0
 [ ! -e "$MCB_LOG/$name.log" ] || seen=$(wc -l <"$MCB_LOG/$name.log")
-start-stop-daemon --start --background --make-pidfile --pidfile "$MCB_RUN/$name.pid" \
-  --output "$MCB_LOG/$name.log" --exec "$bin" -- --config-file "$magnum_conf" --config-file "$conf"
+start_magnum_capi_bridge
 echo "$stamp" > "$MCB_RUN/$name.stamp"
 wait_for "$name's heartbeat" 30 bash -c "tail -n +$((seen + 1)) '$MCB_LOG/$name.log' | grep -q 'serving'"
 log "$name running (pid $(cat "$MCB_RUN/$name.pid")), log $MCB_LOG/$name.log"
