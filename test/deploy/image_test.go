@@ -58,9 +58,13 @@ func TestMakeImageIsReproducible(t *testing.T) {
 
 	fromTar, err := tarball.ImageFromPath(filepath.Join(dir1, "magnum-capi-bridge.tar"), nil)
 	require.NoError(t, err)
-	td, err := fromTar.Digest()
+	// A docker-archive tarball carries no manifest of its own (its loaders write one), so the same
+	// image shows as the same config (which names every layer's content).
+	tarConfig, err := fromTar.ConfigName()
 	require.NoError(t, err)
-	require.Equal(t, d1, td.String(), "the tarball holds the same image")
+	imgConfig, err := img.ConfigName()
+	require.NoError(t, err)
+	require.Equal(t, imgConfig, tarConfig, "the tarball holds the same image")
 
 	cf, err := img.ConfigFile()
 	require.NoError(t, err)
