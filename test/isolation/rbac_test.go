@@ -77,6 +77,12 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
+	// Start-up checks the admission policies that confine it; leader election holds a Lease at home.
+	for _, p := range append(append([]string{}, capi.ConfiningPolicies...), capi.ClassPolicy) {
+		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: p}, "get")...)
+		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings", Name: p}, "get")...)
+	}
+	allowed = append(allowed, with(attrs{Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")...)
 
 	denied := []attrs{
 		{Verb: "get", Namespace: "kube-system", Resource: "secrets"},
@@ -110,6 +116,10 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
 		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"},
 		{Verb: "get", Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters", Namespace: ns},
+		{Verb: "get", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: "someone-elses"},
+		{Verb: "list", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
+		{Verb: "create", Namespace: "kube-system", Group: "coordination.k8s.io", Resource: "leases"},
+		{Verb: "delete", Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"},
 	}
 
 	for _, a := range allowed {
