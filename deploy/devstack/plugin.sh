@@ -33,6 +33,7 @@ function configure_magnum_capi_bridge_kubernetes {
     "${k[@]}" apply --server-side --field-manager=magnum-capi-bridge-deploy --force-conflicts \
         -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/rbac.yaml" \
         -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/admission-policy.yaml" >/dev/null || die $LINENO "cannot apply deploy/kubernetes"
+    _magnum_capi_bridge_dir "$(dirname "$kubeconfig")"
     local token=${kubeconfig%.kubeconfig}.token
     if [[ $(_magnum_capi_bridge_token_expiry "$token") -lt $(($(date +%s) + 15 * 86400)) ]]; then
         (umask 077 && "${k[@]}" -n magnum-capi-bridge create token magnum-capi-bridge --duration=720h >"$token.new") \
@@ -68,6 +69,11 @@ KUBECONFIG
     if cmp -s "$kubeconfig.new" "$kubeconfig"; then rm -f "$kubeconfig.new"; else mv "$kubeconfig.new" "$kubeconfig"; fi
 }
 
+# _magnum_capi_bridge_dir DIR: creates DIR for the stack user; an existing one is left as it is.
+function _magnum_capi_bridge_dir {
+    [[ -d "$1" ]] || sudo install -d -o "${STACK_USER:-$(id -un)}" -m 0755 "$1"
+}
+
 # _magnum_capi_bridge_token_expiry FILE: the token's exp claim (seconds since the epoch), 0 when unreadable.
 function _magnum_capi_bridge_token_expiry {
     local payload
@@ -81,7 +87,7 @@ function _magnum_capi_bridge_token_expiry {
 # read after magnum.conf.
 function configure_magnum_capi_bridge {
     local conf=${1:-$MAGNUM_CAPI_BRIDGE_CONF}
-    sudo install -d -m 0755 "$(dirname "$conf")" "$(dirname "$MAGNUM_CAPI_BRIDGE_KUBECONFIG")"
+    _magnum_capi_bridge_dir "$(dirname "$conf")"
     if [[ -n "$MAGNUM_CAPI_BRIDGE_HOST" ]]; then
         iniset "$conf" DEFAULT host "$MAGNUM_CAPI_BRIDGE_HOST"
     fi
