@@ -41,7 +41,7 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	var err error
 	if kubeconfig == "" {
 		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("management cluster: [bridge] kubeconfig is empty and %w", err)
+			return nil, fmt.Errorf("[bridge] kubeconfig is empty and %w", err)
 		}
 	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, fmt.Errorf("management cluster kubeconfig %s: %w", kubeconfig, err)
