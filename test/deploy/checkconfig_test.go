@@ -24,7 +24,11 @@ func secretsOf(t *testing.T) []string {
 		u, err := url.Parse(strings.Replace(raw, "mysql+pymysql", "mysql", 1))
 		require.NoError(t, err)
 		if p, ok := u.User.Password(); ok && p != "" {
-			out = append(out, p)
+			// The local RabbitMQ's guest:guest: its password is also its (loggable) user name.
+			out = append(out, u.User.Username()+":"+p)
+			if p != u.User.Username() {
+				out = append(out, p)
+			}
 		}
 	}
 	if p := f.String("keystone_authtoken", "password", ""); p != "" {
