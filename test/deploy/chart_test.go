@@ -93,6 +93,11 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 		"bridge":     map[string]any{"namespace_prefix": prefix, "infrastructure": "inmemory", "cluster_credentials": "false"},
 	}})
 	require.NoError(t, err)
+	// The chart's ServiceAccount, RBAC and admission policies, installed as `helm install` would (with
+	// the field manager of deploy/local/bridge-rbac.sh, which applies the same objects).
+	out, err := kubectl(t, admin, chart.Template(rendered, "rbac.yaml")+"\n---\n"+chart.Template(rendered, "admission-policy.yaml"),
+		"apply", "--server-side", "--field-manager=magnum-capi-bridge-deploy", "--force-conflicts", "-f", "-")
+	require.NoError(t, err, out)
 	objs, err := chart.Objects(rendered)
 	require.NoError(t, err)
 	var secret, deployment *unstructured.Unstructured
