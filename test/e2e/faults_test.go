@@ -278,6 +278,19 @@ func (e *faultEnv) workerAddresses(id string) []string {
 	return nil
 }
 
+// createComplete creates n one-worker clusters at once and waits until each is CREATE_COMPLETE.
+func createComplete(t *testing.T, template, prefix string, n int) []string {
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range ids {
+		ids[i] = createCluster(t, cloudDemo, template, prefix+suffix(), "--node-count", "1")
+		wg.Add(1)
+		go func() { defer wg.Done(); waitStatus(t, cloudDemo, ids[i], 10*time.Minute, "CREATE_COMPLETE") }()
+	}
+	wg.Wait()
+	return ids
+}
+
 func matrixOps(t *testing.T) []matrixOp {
 	var (
 		tmpl, oldTmpl         string
@@ -381,14 +394,7 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"upgrade", func(t *testing.T, e *faultEnv, rounds int) {
-			var wg sync.WaitGroup
-			for range rounds {
-				id := createCluster(t, cloudDemo, oldTmpl, "fm-upg-"+suffix(), "--node-count", "1")
-				upgradeIDs = append(upgradeIDs, id)
-				wg.Add(1)
-				go func() { defer wg.Done(); createWait(cloudDemo, id) }()
-			}
-			wg.Wait()
+			upgradeIDs = createComplete(t, oldTmpl, "fm-upg-", rounds)
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
 			mu.Lock()
 			id := upgradeIDs[r]
@@ -403,14 +409,7 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"delete", func(t *testing.T, e *faultEnv, rounds int) {
-			var wg sync.WaitGroup
-			for range rounds {
-				id := createCluster(t, cloudDemo, tmpl, "fm-del-"+suffix(), "--node-count", "1")
-				deleteIDs = append(deleteIDs, id)
-				wg.Add(1)
-				go func() { defer wg.Done(); createWait(cloudDemo, id) }()
-			}
-			wg.Wait()
+			deleteIDs = createComplete(t, tmpl, "fm-del-", rounds)
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
 			id := deleteIDs[r]
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
