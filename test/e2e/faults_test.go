@@ -278,6 +278,32 @@ func (e *faultEnv) workerAddresses(id string) []string {
 	return nil
 }
 
+// deleteMatrixClusters deletes every cluster the matrix made, all at once (each one's own cleanup
+// would delete them one after the other, minutes each).
+func deleteMatrixClusters(t *testing.T) {
+	var wg sync.WaitGroup
+	for _, cloud := range []string{cloudDemo, cloudNewest} {
+		out, err := openstack(t, cloud, "coe", "cluster", "list", "-f", "value", "-c", "uuid", "-c", "name")
+		if err != nil {
+			t.Logf("list clusters of %s: %v", cloud, err)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 || !strings.HasPrefix(f[1], "fm-") {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = openstack(t, cloud, "coe", "cluster", "delete", f[0])
+				waitGone(t, cloud, f[0], 6*time.Minute)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
 // createComplete creates n one-worker clusters at once and waits until each is CREATE_COMPLETE.
 func createComplete(t *testing.T, template, prefix string, n int) []string {
 	ids := make([]string, n)
@@ -530,6 +556,8 @@ func TestFaultMatrix(t *testing.T) {
 		}
 		wg.Wait()
 	}
+
+	deleteMatrixClusters(t)
 
 	sort.Slice(cells, func(i, j int) bool {
 		if cells[i].op != cells[j].op {
