@@ -72,8 +72,10 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		if !errors.Is(err, ErrNotFound) {
 			return nil, rpc.Retry(err)
 		}
-		refusal = invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
-		tmpl = &magnum.ClusterTemplate{}
+		// No row for this one: magnum-api cannot show a cluster whose template is gone — a row
+		// naming it breaks `coe cluster list` for the whole project (HTTP 404 for the template).
+		c.log.Warn("cluster_create refused: its template no longer exists; no row recorded", "cluster", id, "template", templateID)
+		return nil, invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
 	}
 	now := c.opts.Now().UTC()
 	cl.Status.Set(magnum.ClusterStatus(CreateInProgress))

@@ -436,18 +436,28 @@ func TestTransientErrorsEndAtTheDeadlineWithoutInternals(t *testing.T) {
 	require.NotContains(t, reason, "https://")
 }
 
-// A create whose template is gone is refused after magnum-api's 202: the row records why.
+// A create refused after magnum-api's 202 records why in a CREATE_FAILED row — except when its
+// template is gone: magnum-api cannot show such a row, and it would break the project's cluster list.
 func TestRefusedCreateLeavesAFailedRow(t *testing.T) {
 	h := newHarness(t)
 	req, id := h.createRequest("demo", 1)
-	delete(h.store.templates, templateV136)
+	req.Args["master_count"] = jsonArg(t, 0)
 	_, err := h.deliver(req, 1)
 	require.NoError(t, err)
 	cl := h.store.cluster(t, id)
 	require.Equal(t, CreateFailed, string(cl.Status.Or("")))
-	require.Contains(t, cl.StatusReason.Or(""), "cluster template "+templateV136+" does not exist")
+	require.Contains(t, cl.StatusReason.Or(""), "master_count 0")
 	require.Equal(t, CreateFailed, string(h.store.group(t, id, "default-worker").Status.Or("")))
 	require.Empty(t, h.kube.clusters())
+
+	req, id = h.createRequest("gone", 1)
+	delete(h.store.templates, templateV136)
+	_, err = h.deliver(req, 1)
+	var me *magnum.Exception
+	require.ErrorAs(t, err, &me)
+	require.Contains(t, me.Message, "does not exist")
+	_, err = h.store.GetCluster(context.Background(), id)
+	require.ErrorIs(t, err, ErrNotFound, "no row naming a template that does not exist")
 }
 
 // Tenant checks come from the rows: an existing uuid of another project, a node group whose
