@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,7 +100,8 @@ func tenantKubectl(kubeconfig string, args ...string) (string, error) {
 func requireForbidden(t *testing.T, what, out string, err error) {
 	t.Helper()
 	require.Error(t, err, "%s was allowed: %s", what, out)
-	require.Contains(t, out, "Forbidden", "%s: %s", what, out)
+	// kubectl says "Forbidden" for reads and "is forbidden" for creates.
+	require.Contains(t, strings.ToLower(out), "forbidden", "%s: %s", what, out)
 }
 
 // apiStatus is the HTTP status of a GET of the management cluster's API with a bearer token.
