@@ -203,15 +203,8 @@ func checkKeystoneURL(raw string) error {
 	return nil
 }
 
-// authenticate builds the provider client, gets (or validates) the token and reads the identity.
-func authenticate(ctx context.Context, keystoneURL, op string, ao *tokens.AuthOptions, scrub []string, opts []Option) (*Client, error) {
-	if err := checkKeystoneURL(keystoneURL); err != nil {
-		return nil, err
-	}
-	o := clientOptions{}
-	for _, opt := range opts {
-		opt(&o)
-	}
+// newProvider is the gophercloud client for Keystone with the caller's HTTP client and user agent.
+func newProvider(keystoneURL string, o clientOptions) (*gophercloud.ProviderClient, error) {
 	provider, err := openstack.NewClient(keystoneURL)
 	if err != nil {
 		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
@@ -224,6 +217,22 @@ func authenticate(ctx context.Context, keystoneURL, op string, ao *tokens.AuthOp
 	provider.UserAgent.Prepend("magnum-capi-bridge")
 	if o.userAgent != "" {
 		provider.UserAgent.Prepend(o.userAgent)
+	}
+	return provider, nil
+}
+
+// authenticate builds the provider client, gets (or validates) the token and reads the identity.
+func authenticate(ctx context.Context, keystoneURL, op string, ao *tokens.AuthOptions, scrub []string, opts []Option) (*Client, error) {
+	if err := checkKeystoneURL(keystoneURL); err != nil {
+		return nil, err
+	}
+	o := clientOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	provider, err := newProvider(keystoneURL, o)
+	if err != nil {
+		return nil, err
 	}
 	// An empty EndpointOpts makes gophercloud use <keystoneURL base>/v3/ directly instead of
 	// looking Keystone up in the catalog: the caller already told us where Keystone is.

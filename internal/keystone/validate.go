@@ -27,18 +27,9 @@ func ValidateToken(ctx context.Context, keystoneURL string, token Secret, opts .
 	for _, opt := range opts {
 		opt(&o)
 	}
-	provider, err := openstack.NewClient(keystoneURL)
+	provider, err := newProvider(keystoneURL, o)
 	if err != nil {
-		return Identity{}, &Error{Op: "configure client", Message: err.Error(), Err: err}
-	}
-	if o.httpClient != nil {
-		provider.HTTPClient = *o.httpClient
-	} else {
-		provider.HTTPClient = http.Client{Timeout: DefaultRequestTimeout}
-	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
-	if o.userAgent != "" {
-		provider.UserAgent.Prepend(o.userAgent)
+		return Identity{}, err
 	}
 	provider.SetToken(token.Reveal()) //nolint:staticcheck // no AuthResult: the token is only validated
 	identityClient, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
