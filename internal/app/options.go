@@ -230,9 +230,9 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	}
 	b.LeaderElectionNamespace = f.String(bridgeSection, "leader_election_namespace", "magnum-capi-bridge")
 	b.LeaderElectionID = f.String(bridgeSection, "leader_election_id", "magnum-capi-bridge-"+strings.TrimSuffix(b.NamespacePrefix, "-"))
-	for key, v := range map[string]string{"leader_election_namespace": b.LeaderElectionNamespace, "leader_election_id": b.LeaderElectionID} {
-		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-			return nil, &config.Error{Section: bridgeSection, Key: key, Reason: strings.Join(errs, "; ")}
+	for _, o := range []struct{ key, value string }{{"leader_election_namespace", b.LeaderElectionNamespace}, {"leader_election_id", b.LeaderElectionID}} {
+		if errs := validation.IsDNS1123Subdomain(o.value); len(errs) > 0 {
+			return nil, &config.Error{Section: bridgeSection, Key: o.key, Reason: strings.Join(errs, "; ")}
 		}
 	}
 	if o.Notifications, err = notificationOptionsFrom(f); err != nil {
@@ -370,10 +370,11 @@ func tenantViewOptionsFrom(f *config.File) (*TenantViewOptions, error) {
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		return nil, &config.Error{Section: bridgeSection, Key: "token_webhook_cert_file", Reason: "token_webhook_cert_file and token_webhook_key_file go together"}
 	}
-	for key, file := range map[string]string{"token_webhook_cert_file": t.CertFile, "token_webhook_key_file": t.KeyFile} {
-		if file != "" {
-			if _, err := os.Stat(file); err != nil {
-				return nil, &config.Error{Section: bridgeSection, Key: key, Reason: err.Error()}
+	// A slice, not a map: the first missing file is always the one reported.
+	for _, f := range []struct{ key, file string }{{"token_webhook_cert_file", t.CertFile}, {"token_webhook_key_file", t.KeyFile}} {
+		if f.file != "" {
+			if _, err := os.Stat(f.file); err != nil {
+				return nil, &config.Error{Section: bridgeSection, Key: f.key, Reason: err.Error()}
 			}
 		}
 	}
