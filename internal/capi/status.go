@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -37,6 +39,10 @@ type Observation struct {
 	Cluster            *clusterv1.Cluster
 	MachineDeployments []clusterv1.MachineDeployment
 	Machines           []clusterv1.Machine
+	// AddonBinding and AddonSet are the cluster's ClusterResourceSetBinding and the add-on set its
+	// annotation names (addons.AnnotationAddonSet); nil until they exist.
+	AddonBinding *addonsv1.ClusterResourceSetBinding
+	AddonSet     *addonsv1.ClusterResourceSet
 }
 
 // Current is the Magnum side as stored.
@@ -123,7 +129,8 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 	d.NodeGroups = nodeGroups(cur, obs)
 
 	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
-	settled := available && !rollingOut(obs) && reflectsDesired(cur, obs)
+	addonsDone, _ := addonsApplied(obs)
+	settled := available && !rollingOut(obs) && reflectsDesired(cur, obs) && addonsDone
 	switch cur.Status {
 	case CreateInProgress:
 		switch {
@@ -372,6 +379,9 @@ func RootCause(obs Observation) string {
 		}
 	}
 	if obs.Cluster != nil {
+		if done, why := addonsApplied(obs); !done && isTrue(obs.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
+			return why
+		}
 		for _, t := range []string{clusterv1.ClusterInfrastructureReadyCondition, clusterv1.ClusterControlPlaneAvailableCondition,
 			clusterv1.ClusterWorkersAvailableCondition, clusterv1.ClusterRemoteConnectionProbeCondition, clusterv1.ClusterTopologyReconciledCondition} {
 			if c := condition(obs.Cluster.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
@@ -499,4 +509,35 @@ func sorted(s []string) []string {
 	s = append([]string(nil), s...)
 	sort.Strings(s)
 	return s
+}
+
+// addonsApplied: a Cluster that names an add-on set is done only once CAPI has applied every
+// resource of that set to it (its ClusterResourceSetBinding says so). why names the set and, when
+// CAPI failed to apply it, CAPI's message.
+func addonsApplied(obs Observation) (done bool, why string) {
+	name := obs.Cluster.Annotations[addons.AnnotationAddonSet]
+	if name == "" {
+		return true, ""
+	}
+	if b := obs.AddonBinding; b != nil {
+		for _, set := range b.Spec.Bindings {
+			if set.ClusterResourceSetName != name || len(set.Resources) == 0 {
+				continue
+			}
+			applied := true
+			for _, r := range set.Resources {
+				applied = applied && r.Applied != nil && *r.Applied
+			}
+			if applied {
+				return true, ""
+			}
+		}
+	}
+	if s := obs.AddonSet; s != nil {
+		if c := condition(s.Status.Conditions, addonsv1.ClusterResourceSetResourcesAppliedCondition); c != nil &&
+			c.Status == metav1.ConditionFalse && c.Message != "" {
+			return false, fmt.Sprintf("add-ons (ClusterResourceSet %s) not applied: %s", name, oneLine(c.Message))
+		}
+	}
+	return false, fmt.Sprintf("add-ons (ClusterResourceSet %s) not applied yet", name)
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -124,6 +126,17 @@ func (m *Manager) Watch(sink Sink) error {
 		For(&clusterv1.Cluster{}, builder.WithPredicates(managed, ours)).
 		Watches(&clusterv1.MachineDeployment{}, toCluster, builder.WithPredicates(ours)).
 		Watches(&clusterv1.Machine{}, toCluster, builder.WithPredicates(ours)).
+		// CAPI names a cluster's binding after the cluster; the add-on set after it plus -addons.
+		Watches(&addonsv1.ClusterResourceSetBinding{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+		}), builder.WithPredicates(ours)).
+		Watches(&addonsv1.ClusterResourceSet{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name, ok := strings.CutSuffix(o.GetName(), "-addons")
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}), builder.WithPredicates(managed, ours)).
 		WatchesRawSource(source.Channel(m.kicks, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(&statusReconciler{cache: m.GetClient(), sink: sink})
@@ -154,7 +167,22 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.cache.List(ctx, &machines, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
-	after, err := r.sink.ClusterObserved(ctx, uuid, Observation{Cluster: &c, MachineDeployments: mds.Items, Machines: machines.Items})
+	obs := Observation{Cluster: &c, MachineDeployments: mds.Items, Machines: machines.Items}
+	if set := c.Annotations[addons.AnnotationAddonSet]; set != "" {
+		var binding addonsv1.ClusterResourceSetBinding
+		if err := r.cache.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, &binding); err == nil {
+			obs.AddonBinding = &binding
+		} else if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		var crs addonsv1.ClusterResourceSet
+		if err := r.cache.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: set}, &crs); err == nil {
+			obs.AddonSet = &crs
+		} else if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+	}
+	after, err := r.sink.ClusterObserved(ctx, uuid, obs)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

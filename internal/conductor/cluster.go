@@ -255,7 +255,11 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
 		return err
 	}
-	return c.kube.Apply(ctx, rendered.Cluster)
+	nameAddonSet(rendered)
+	if err := c.kube.Apply(ctx, rendered.Cluster); err != nil {
+		return err
+	}
+	return c.applyAddons(ctx, in, rendered)
 }
 
 // ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a
@@ -389,7 +393,7 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 }
 
 // finishDelete removes what the bridge owns for a deleted cluster: certificates (all four, where
-// Magnum leaks two), the CAPI secrets it wrote, then the node group rows and the cluster row.
+// Magnum leaks two), its add-on ClusterResourceSet, the CAPI secrets it wrote, then the node group rows and the cluster row.
 //
 // The cloud credentials are revoked first (CAPO needed them until its machines were gone, and their
 // Secret names them). A credential Keystone will not let the bridge delete is reported as
@@ -422,6 +426,9 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 	}
 	if err := c.certs.DeleteCluster(ctx, refsOf(cl)); err != nil && !errors.Is(err, certs.ErrKeyPairNotFound) && !errors.Is(err, certs.ErrMissingRef) {
 		return rpc.Retry(fmt.Errorf("delete certificates of %s: %w", id, err))
+	}
+	if err := c.kube.DeleteAddons(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
+		return rpc.Retry(err)
 	}
 	if err := c.kube.DeleteClusterSecrets(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
 		return rpc.Retry(err)

@@ -222,6 +222,12 @@ func (c *Conductor) CredentialRotate(ctx context.Context, req *rpc.Request) (any
 		abort(ctx)
 		return nil, err
 	}
+	// The workload cluster's kube-system/cloud-config must carry the new credential before the old
+	// one is deleted; if it cannot, the old one is kept (a later rotation or delete finds it by name).
+	if err := c.refreshAddons(ctx, cl); err != nil {
+		c.log.Warn("credential rotation: the add-on set could not be updated; old credentials kept", "cluster", cl.UUID.Or(""), "error", err)
+		return nil, credentialFailure(errors.New("the new credentials are stored, but the workload cluster's cloud-config could not be updated, so the old credentials are kept; try again"))
+	}
 	if err := commit(ctx); err != nil {
 		// The new credentials are stored and work; the old ones could not all be deleted. Say so
 		// rather than pretend: the tenant or operator can delete them by name.

@@ -16,9 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 // In-process fakes of the conductor's two ports (Store, Kube) and the certificate backend, with
@@ -364,11 +366,13 @@ type fakeKube struct {
 	deleting   map[string]bool
 	marked     []string
 	applies    int
+	// addonSets are the add-on sets applied, by cluster name.
+	addonSets map[string]*addons.Set
 }
 
 func newFakeKube(f *faults) *fakeKube {
 	return &fakeKube{f: f, namespaces: map[string]bool{}, objects: map[string]*unstructured.Unstructured{},
-		secrets: map[string]map[string][]byte{}, deleting: map[string]bool{}}
+		secrets: map[string]map[string][]byte{}, deleting: map[string]bool{}, addonSets: map[string]*addons.Set{}}
 }
 
 func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
@@ -469,6 +473,33 @@ func (k *fakeKube) MarkMachinesForDeletion(_ context.Context, _, _, _ string, na
 	defer k.mu.Unlock()
 	k.marked = append(k.marked, names...)
 	return nil, nil
+}
+
+func (k *fakeKube) ApplyAddons(_ context.Context, clusterName string, set *addons.Set) error {
+	if err := k.f.check("kube.ApplyAddons"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.namespaces[set.ResourceSet.GetNamespace()] {
+		return fmt.Errorf("namespace %s not found", set.ResourceSet.GetNamespace())
+	}
+	k.addonSets[clusterName] = set
+	return nil
+}
+
+func (k *fakeKube) DeleteAddons(_ context.Context, ns, clusterUUID string) error {
+	if err := k.f.check("kube.DeleteAddons"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name, set := range k.addonSets {
+		if set.ResourceSet.GetNamespace() == ns && set.ResourceSet.GetLabels()[templates.LabelClusterUUID] == clusterUUID {
+			delete(k.addonSets, name)
+		}
+	}
+	return nil
 }
 
 func (k *fakeKube) Kick(string, string) {}

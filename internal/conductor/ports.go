@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 )
@@ -79,6 +80,11 @@ type Kube interface {
 	// or provider id) so CAPI removes exactly them on the next scale-down; it returns the names
 	// that match no machine.
 	MarkMachinesForDeletion(ctx context.Context, namespace, clusterName, nodeGroupUUID string, names []string) (unknown []string, err error)
+	// ApplyAddons delivers a cluster's add-on set (its resource-set Secret and ClusterResourceSet),
+	// first removing from the workload cluster what the live set delivered and the new one does not.
+	ApplyAddons(ctx context.Context, clusterName string, set *addons.Set) error
+	// DeleteAddons removes a deleted cluster's ClusterResourceSet.
+	DeleteAddons(ctx context.Context, namespace, clusterUUID string) error
 	// Kick makes the status sync look at a cluster now, even if no CAPI object changed.
 	Kick(namespace, name string)
 }

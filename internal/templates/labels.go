@@ -76,6 +76,9 @@ type LabelSpec struct {
 	NodeGroup bool
 	Enum      []string
 	Min, Max  *int
+	// Addon: the effect is rendered by internal/addons (the workload cluster's add-ons), which tests
+	// it, not by this package.
+	Addon bool
 	// Secret values never appear in errors or logs.
 	Secret bool
 	// AliasOf names the label this one is another spelling of; the canonical one wins when both are set.

@@ -223,10 +223,15 @@ func machineTaints(ts []Taint) []clusterv1.MachineTaint {
 
 // inMemoryNodes puts the worker node groups' node labels and taints on their Machines (see the top
 // of this file for how they reach the Nodes).
-func inMemoryNodes(c *clusterv1.Cluster, topo topology) {
+func inMemoryNodes(c *clusterv1.Cluster, topo topology, labels map[string]string) {
 	for i := range c.Spec.Topology.Workers.MachineDeployments {
 		md := &c.Spec.Topology.Workers.MachineDeployments[i]
 		ng := topo.workers[i]
+		// availability_zone (Horizon sends one on every create) is the machines' failure domain, as
+		// on OpenStack; the in-memory machines accept any.
+		if az := labelOr(groupLabels(labels, ng), "availability_zone"); az != "" {
+			md.FailureDomain = az
+		}
 		// Validation keeps node labels out of the bridge's domain, so the node group label stays.
 		md.Metadata.Labels = MergeLabels(ng.NodeLabels, md.Metadata.Labels)
 		md.Taints = machineTaints(ng.NodeTaints)

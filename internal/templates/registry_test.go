@@ -75,17 +75,17 @@ func TestEmptyLabelValuesCountAsUnset(t *testing.T) {
 
 func TestHonoredValuesAreNotReported(t *testing.T) {
 	unimpl, err := ValidateLabels(FlavorOpenStack, map[string]string{
-		"monitoring_enabled": "False", "keystone_auth_enabled": "false", "ingress_controller": "",
+		"monitoring_enabled": "False", "kube_dashboard_enabled": "false", "ingress_controller": "",
 		"cgroup_driver": "systemd", "octavia_lb_healthcheck": "true",
 	})
 	require.NoError(t, err)
 	require.Empty(t, unimpl)
 	unimpl, err = ValidateLabels(FlavorOpenStack, map[string]string{
-		"monitoring_enabled": "true", "keystone_auth_enabled": "true", "ingress_controller": "nginx",
+		"monitoring_enabled": "true", "kube_dashboard_enabled": "true", "ingress_controller": "nginx",
 		"cgroup_driver": "cgroupfs", "octavia_lb_healthcheck": "false", "grafana_admin_passwd": "s3cret",
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"cgroup_driver", "grafana_admin_passwd", "ingress_controller", "keystone_auth_enabled",
+	require.Equal(t, []string{"cgroup_driver", "grafana_admin_passwd", "ingress_controller", "kube_dashboard_enabled",
 		"monitoring_enabled", "octavia_lb_healthcheck"}, unimpl)
 }
 

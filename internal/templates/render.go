@@ -92,7 +92,7 @@ func Render(in Input) (*Rendered, error) {
 	r := &Rendered{ClassName: className, ClassObjects: class, Version: version, Unimplemented: unimplemented}
 	switch in.Flavor {
 	case FlavorInMemory:
-		inMemoryNodes(c, topo)
+		inMemoryNodes(c, topo, in.Cluster.Labels)
 	case FlavorOpenStack:
 		extra, err := openStackTopology(in, c, topo, network, version)
 		if err != nil {

@@ -154,10 +154,10 @@ func TestInvalidLabelsAreNamed(t *testing.T) {
 
 func TestUnimplementedLabelsAreReported(t *testing.T) {
 	in := baseInput()
-	in.Cluster.Labels = map[string]string{"kube_tag": "v1.36.3", "calico_tag": "v3.26", "boot_volume_size": "20"}
+	in.Cluster.Labels = map[string]string{"kube_tag": "v1.36.3", "etcd_tag": "v3.5.9", "boot_volume_size": "20"}
 	r, err := Render(in)
 	require.NoError(t, err)
-	require.Equal(t, []string{"boot_volume_size", "calico_tag"}, r.Unimplemented)
+	require.Equal(t, []string{"boot_volume_size", "etcd_tag"}, r.Unimplemented)
 }
 
 func TestKubernetesVersionResolution(t *testing.T) {

@@ -82,6 +82,9 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
 	// Leader election: its Lease, in its own namespace only.
 	allowed = append(allowed, with(attrs{Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "get", "create", "patch", "deletecollection")...)
+	allowed = append(allowed, with(attrs{Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesetbindings"}, "list", "watch")...)
 
 	denied := []attrs{
 		{Verb: "get", Namespace: "kube-system", Resource: "secrets"},
@@ -110,6 +113,7 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "patch", Namespace: ns, Group: capiGroup, Resource: "clusters", Subresource: "status"},
 		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "machines"},
 		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "clusterclasses"},
+		{Verb: "create", Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesetbindings"},
 		{Verb: "create", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
 		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
 		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},

@@ -1,0 +1,66 @@
+package conductor
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// nameAddonSet annotates the Cluster with its add-on set: the status sync completes an operation
+// only once CAPI has applied that set.
+func nameAddonSet(rendered *templates.Rendered) {
+	rendered.Cluster.SetAnnotations(templates.MergeLabels(rendered.Cluster.GetAnnotations(),
+		map[string]string{addons.AnnotationAddonSet: addons.ResourceSetName(rendered.Cluster.GetName())}))
+}
+
+// applyAddons renders the cluster's add-ons next to its Cluster and hands them to its
+// ClusterResourceSet (internal/addons). The OpenStack integrations get the workload credential the
+// bridge stored for them (<cluster>-workload-cloud-config), never CAPO's.
+func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendered *templates.Rendered) error {
+	name := rendered.Cluster.GetName()
+	var cloud *addons.Credential
+	data, found, err := c.kube.ReadSecret(ctx, in.Namespace, workloadCloudConfigSecretName(name))
+	if err != nil {
+		return err
+	}
+	if found {
+		cloud = &addons.Credential{CloudsYAML: data[cloudsYAMLKey], CACert: data[cloudCACertKey]}
+	}
+	pods, _, _ := unstructured.NestedStringSlice(rendered.Cluster.Object, "spec", "clusterNetwork", "pods", "cidrBlocks")
+	if len(pods) == 0 {
+		return &permanentError{fmt.Errorf("the rendered cluster %s has no pod network", name)}
+	}
+	set, err := addons.Render(addons.Input{
+		Flavor: in.Flavor, Namespace: in.Namespace, ClusterName: name, ClusterUUID: in.Cluster.UUID,
+		ProjectID: in.Cluster.ProjectID, KubernetesVersion: rendered.Version, NetworkDriver: in.Template.NetworkDriver,
+		PodCIDR: pods[0], Labels: in.Cluster.Labels, Cloud: cloud,
+	})
+	if err != nil {
+		return &permanentError{fmt.Errorf("the cluster's add-ons: %w", err)}
+	}
+	return c.kube.ApplyAddons(ctx, name, set)
+}
+
+// refreshAddons re-applies a cluster's add-on set outside an operation: a credential rotation must
+// put the new workload credential into kube-system/cloud-config before the old one is deleted.
+func (c *Conductor) refreshAddons(ctx context.Context, cl *magnum.Cluster) error {
+	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	if err != nil {
+		return err
+	}
+	groups, err := c.store.ListNodeGroups(ctx, cl.UUID.Or(""))
+	if err != nil {
+		return err
+	}
+	in := c.renderInput(cl, tmpl, groups, nil)
+	rendered, err := templates.Render(in)
+	if err != nil {
+		return err
+	}
+	return c.applyAddons(ctx, in, rendered)
+}
