@@ -89,6 +89,8 @@ func TestBuild(t *testing.T) {
 		DefaultKubernetesVersion: "v1.36.3"}, now)
 	require.Len(t, d.Interfaces, 1)
 	require.Contains(t, d.StorageClasses.Note, "lvmdriver-1")
+	require.True(t, d.StorageClasses.Available)
+	require.Equal(t, []string{"cinder"}, d.StorageClasses.Classes, "the add-ons' default class")
 	body, err = json.Marshal(d)
 	require.NoError(t, err)
 	validateAgainstSchema(t, body)

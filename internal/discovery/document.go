@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -238,14 +239,16 @@ func versions(f Facts, def string) []KubernetesVersion {
 	return out
 }
 
+// storageClasses: every workload cluster gets the Cinder CSI add-on with one default class
+// (internal/addons); it can only provision where the cloud has Cinder.
 func storageClasses(volumeTypes []string) StorageClasses {
-	sc := StorageClasses{Classes: []string{}}
 	if volumeTypes == nil {
-		sc.Note = "this cloud has no Cinder in its catalog; workload clusters get no storage class"
-	} else {
-		sc.Note = "the bridge does not install the Cinder CSI add-on yet, so workload clusters get no storage class; Cinder volume types: " + joinOrNone(volumeTypes)
+		return StorageClasses{Classes: []string{},
+			Note: "this cloud has no Cinder in its catalog: the Cinder CSI add-on is installed but cannot provision volumes"}
 	}
-	return sc
+	return StorageClasses{Available: true, Classes: []string{addons.DefaultStorageClass},
+		Note: "the default class " + addons.DefaultStorageClass + " (Cinder CSI, WaitForFirstConsumer) uses Cinder's default volume type; " +
+			"one class per volume type is not offered yet; Cinder volume types: " + joinOrNone(volumeTypes)}
 }
 
 func joinOrNone(s []string) string {

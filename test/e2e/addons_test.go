@@ -58,12 +58,13 @@ func TestAddons(t *testing.T) {
 	t.Parallel()
 	const prefix = "registry.example.com:5000/mirror"
 	oldTmpl := "addons-old-" + suffix()
+	// magnum-api fills in network_driver=flannel when a template names none: these ask for calico.
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "create", oldTmpl, "--coe", "kubernetes",
 		"--image", "ubuntu-2404-kube-v1.35.4", "--external-network", "public", "--flavor", "m1.small",
-		"--master-flavor", "m1.medium", "--keypair", "default",
+		"--master-flavor", "m1.medium", "--keypair", "default", "--network-driver", "calico",
 		"--labels", "container_infra_prefix="+prefix+"/,availability_zone=nova")
 	t.Cleanup(func() { _, _ = openstack(t, cloudDemo, "coe", "cluster", "template", "delete", oldTmpl) })
-	newTmpl := createTemplate(t, cloudDemo, "--labels", "container_infra_prefix="+prefix+",metrics_server_enabled=false") // v1.36.3
+	newTmpl := createTemplate(t, cloudDemo, "--network-driver", "calico", "--labels", "container_infra_prefix="+prefix+",metrics_server_enabled=false") // v1.36.3
 
 	start := time.Now()
 	id := createCluster(t, cloudDemo, oldTmpl, "addons-"+suffix(), "--node-count", "1")
