@@ -68,7 +68,7 @@ Usage: magnum-capi-bridge [flags]
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *check {
-		if err := app.Check(ctx, opts); err != nil {
+		if err := app.Check(ctx, opts, stdout); err != nil {
 			fmt.Fprintln(stderr, "magnum-capi-bridge:", err)
 			return 1
 		}

@@ -73,6 +73,7 @@ func TestBadConfigurationNamesTheKey(t *testing.T) {
 		"credentials without service user": {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "cluster_credentials = true\n", "[keystone_auth] auth_url"},
 		"admin credential role":            {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "cluster_credentials = true\ncluster_credential_roles = member,admin\n" + serviceUser, "[bridge] cluster_credential_roles"},
 		"openstack without credentials":    {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "inmemory", "openstack", 1) + "cluster_credentials = false\n", "[bridge] cluster_credentials"},
+		"bad require_admission_policies":   {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "require_admission_policies = maybe\n", "[bridge] require_admission_policies"},
 		"bad service_down_time":            {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "[DEFAULT]", "[DEFAULT]\nservice_down_time = soon", 1), "service_down_time"},
 	}
 	for name, c := range cases {

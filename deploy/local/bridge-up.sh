@@ -39,56 +39,60 @@ newest)
 esac
 bin=$root/bin/magnum-capi-bridge
 [ -x "$bin" ] || (cd "$root" && make -s build)
+# The devstack plugin's own functions install, configure and start the bridge (deploy/devstack),
+# with stand-ins for the few devstack functions they call (devstack-shims.sh); its log lines name them.
+. "$here/devstack-shims.sh"
+# Only the management cluster's paths: mgmt-common.sh's log/die would replace this script's.
+eval "$(. "$here/mgmt-common.sh" && declare -p ADMIN_KUBECONFIG STATE_DIR BIN_DIR PKI_DIR TOKEN_WEBHOOK_PORT)"
+MAGNUM_CAPI_BRIDGE_DIR=$root MAGNUM_CAPI_BRIDGE_BUILD=False MAGNUM_CAPI_BRIDGE_BIN=$bin PYTHON=/usr/bin/python3
+MAGNUM_CAPI_BRIDGE_MAGNUM_CONF=$magnum_conf
 # The bridge's own ServiceAccount (deploy/kubernetes/rbac.yaml), not the management cluster's admin.
-bridge_kubeconfig=$("$here/bridge-rbac.sh")
-base=$name
+MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG MAGNUM_CAPI_BRIDGE_KUBECONFIG=$STATE_DIR/bridge.kubeconfig
+MAGNUM_CAPI_BRIDGE_KUBECTL=$BIN_DIR/kubectl
+MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX=$prefix MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE=inmemory
+MAGNUM_CAPI_BRIDGE_KUBERNETES_VERSION=$DEFAULT_WORKLOAD_K8S_VERSION MAGNUM_CAPI_BRIDGE_MAGNUM_RELEASE=$release
+. "$root/deploy/devstack/settings"
+. "$root/deploy/devstack/plugin.sh"
 
-# start_replica R: (re)starts replica R of this instance.
+install_magnum_capi_bridge
+configure_magnum_capi_bridge_kubernetes
+base=$name instance=${1:-zed}
+
+# start_replica R: (re)starts replica R of this instance, as the plugin's service <name>[-R].
 start_replica() {
   local r=$1 name=$base bind=127.0.0.1:$((port + 2 * ($1 - 1)))
   [ "$r" = 1 ] || name=$base-$r
   local conf=$MCB_ETC/$name.conf
+  MAGNUM_CAPI_BRIDGE_SERVICE=$name MAGNUM_CAPI_BRIDGE_CONF=$conf MAGNUM_CAPI_BRIDGE_HOST=$(hostname)-$name
   cat > "$conf.new" <<CONF
-# Written by deploy/local/bridge-up.sh ${instance}: the bridge's own settings for the local stack.
-[DEFAULT]
-host = $(hostname)-$name
-
-[bridge]
-kubeconfig = $bridge_kubeconfig
-namespace_prefix = $prefix
-infrastructure = inmemory
-default_kubernetes_version = $DEFAULT_WORKLOAD_K8S_VERSION
-# Per-cluster Keystone application credentials, issued as the requesting user and deleted with the
+# Written by deploy/local/bridge-up.sh ${instance} with the devstack plugin's configure_magnum_capi_bridge.
+# Per-cluster Keystone application credentials are issued as the requesting user and deleted with the
 # cluster, even though in-memory machines call no cloud: the local stack exercises their lifecycle.
-cluster_credentials = true
-# Prometheus metrics, /healthz and /readyz (docs/metrics.md).
-metrics_bind = $bind
 CONF
-  [ -z "$release" ] || echo "magnum_release = $release" >> "$conf.new"
-  # BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout); a change
-  # restarts the bridge, and running bridge-up.sh again without it restores the default.
-  [ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
+  configure_magnum_capi_bridge "$conf.new"
+  # Prometheus metrics, /healthz and /readyz (docs/metrics.md).
+  iniset "$conf.new" bridge metrics_bind "$bind"
   if [ "$views" = 1 ] && [ "$r" = 1 ]; then
     # The tenant view (docs/tenant-view.md): Keystone tokens read their project's namespace through the
     # token webhook that mgmt-up.sh points the apiserver at (HTTPS, the token-webhook certificate), and
     # the discovery document (docs/discovery.md). Short caches, so that tests see a revoked token or a
     # new flavor within seconds. One replica serves them (their ports are fixed).
-    local pki webhook_port
-    pki=$(. "$here/mgmt-common.sh" && echo "$PKI_DIR:$TOKEN_WEBHOOK_PORT")
-    webhook_port=${pki##*:} pki=${pki%:*}
-    cat >> "$conf.new" <<VIEWS
-tenant_view = true
-token_webhook_bind = 127.0.0.1:$webhook_port
-tenant_view_cache_ttl = 5
-discovery_bind = 127.0.0.1:9513
-discovery_cache_ttl = 5
-VIEWS
-    if [ -s "$pki/token-webhook.crt" ]; then
-      printf 'token_webhook_cert_file = %s\ntoken_webhook_key_file = %s\n' "$pki/token-webhook.crt" "$pki/token-webhook.key" >> "$conf.new"
+    iniset "$conf.new" bridge tenant_view true
+    iniset "$conf.new" bridge token_webhook_bind "127.0.0.1:$TOKEN_WEBHOOK_PORT"
+    iniset "$conf.new" bridge tenant_view_cache_ttl 5
+    iniset "$conf.new" bridge discovery_bind 127.0.0.1:9513
+    iniset "$conf.new" bridge discovery_cache_ttl 5
+    if [ -s "$PKI_DIR/token-webhook.crt" ]; then
+      iniset "$conf.new" bridge token_webhook_cert_file "$PKI_DIR/token-webhook.crt"
+      iniset "$conf.new" bridge token_webhook_key_file "$PKI_DIR/token-webhook.key"
     else
-      log "no $pki/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
+      log "no $PKI_DIR/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
     fi
   fi
+  # BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout), appended to
+  # [bridge], the file's last section; a change restarts the bridge, and running bridge-up.sh again
+  # without it restores the default.
+  [ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
   local stamp
   stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
   if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
@@ -96,20 +100,18 @@ VIEWS
     rm -f "$conf.new"; return 0
   fi
   mv "$conf.new" "$conf"
-  stop_pid "$name" 30
+  stop_magnum_capi_bridge
   log "starting $name"
-  "$bin" --check-config --config-file "$magnum_conf" --config-file "$conf"
   # The log is appended to: the wait below looks for this start's "serving" only.
   local seen=0
   [ ! -e "$MCB_LOG/$name.log" ] || seen=$(wc -l <"$MCB_LOG/$name.log")
-  start-stop-daemon --start --background --make-pidfile --pidfile "$MCB_RUN/$name.pid" \
-    --output "$MCB_LOG/$name.log" --exec "$bin" -- --config-file "$magnum_conf" --config-file "$conf"
+  # --check-config first (it names the first dependency that fails), then run_process.
+  start_magnum_capi_bridge
   echo "$stamp" > "$MCB_RUN/$name.stamp"
   wait_for "$name's heartbeat" 30 bash -c "tail -n +$((seen + 1)) '$MCB_LOG/$name.log' | grep -q 'serving'"
   log "$name running (pid $(cat "$MCB_RUN/$name.pid")), log $MCB_LOG/$name.log; metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
 }
 
-instance=${1:-zed}
 for r in $(seq 1 "$replicas"); do start_replica "$r"; done
 # Replicas of an earlier, larger BRIDGE_REPLICAS.
 for f in "$MCB_RUN/$base"-[0-9]*.pid; do

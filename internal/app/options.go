@@ -105,6 +105,12 @@ type BridgeOptions struct {
 	UpdateTimeout, DeleteTimeout time.Duration
 	// OperationWorkers is how many clusters the operation driver works on at once.
 	OperationWorkers int
+	// ServiceUser is Magnum's service user ([keystone_auth] / [keystone_authtoken]) when configured;
+	// --check-config authenticates it.
+	ServiceUser *keystone.PasswordAuth
+	// RequireAdmissionPolicies refuses to start unless the admission policies that confine the
+	// bridge's RBAC are in force for its identity (require_admission_policies, default true).
+	RequireAdmissionPolicies bool
 }
 
 // TenantViewOptions are [bridge] tenant_view*, token_webhook_*.
@@ -239,6 +245,14 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		return nil, err
 	}
 	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
+		return nil, err
+	}
+	if b.Credentials != nil {
+		b.ServiceUser = &b.Credentials.Service
+	} else if service, err := keystone.ServiceAuthFromConfig(f); err == nil {
+		b.ServiceUser = &service
+	}
+	if b.RequireAdmissionPolicies, err = f.Bool(bridgeSection, "require_admission_policies", true); err != nil {
 		return nil, err
 	}
 	if b.TenantView, err = tenantViewOptionsFrom(f); err != nil {

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -34,22 +33,6 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// Check loads every dependency once: database and its schema, RabbitMQ declarations, the
-// management cluster. It is what `--check-config` runs and what start-up does first.
-func Check(ctx context.Context, o *Options) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	st, err := openStore(ctx, o)
-	if err != nil {
-		return err
-	}
-	st.Close()
-	if _, err := capi.RESTConfig(o.Bridge.Kubeconfig); err != nil {
-		return err
-	}
-	return nil
-}
-
 // Run serves until ctx ends.
 func Run(ctx context.Context, o *Options, version string) error {
 	log, err := logctx.New(os.Stderr, o.Bridge.LogFormat, o.Bridge.LogLevel)
@@ -71,6 +54,9 @@ func Run(ctx context.Context, o *Options, version string) error {
 
 	cfg, err := capi.RESTConfig(o.Bridge.Kubeconfig)
 	if err != nil {
+		return err
+	}
+	if err := requireAdmissionPolicies(ctx, o, cfg); err != nil {
 		return err
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {

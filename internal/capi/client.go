@@ -41,13 +41,16 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // RESTConfig loads a kubeconfig file; an empty path means in-cluster configuration.
 func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if kubeconfig == "" {
-		return rest.InClusterConfig()
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			return nil, fmt.Errorf("[bridge] kubeconfig is empty and %w", err)
+		}
+	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, fmt.Errorf("management cluster kubeconfig %s: %w", kubeconfig, err)
 	}
+	// client-go's defaults (5 requests/s, bursts of 10) throttle a create's dozen applies.
 	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
 }

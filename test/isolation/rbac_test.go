@@ -80,6 +80,11 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
+	// Start-up checks the admission policies that confine it, by name.
+	for _, p := range append(append([]string{}, capi.ConfiningPolicies...), capi.ClassPolicy) {
+		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: p}, "get")...)
+		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings", Name: p}, "get")...)
+	}
 	// Leader election: its Lease, in its own namespace only.
 	allowed = append(allowed, with(attrs{Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "get", "create", "patch", "deletecollection")...)
@@ -123,6 +128,8 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
 		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: bridgeNamespace},
 		{Verb: "create", Namespace: bridgeNamespace, Resource: "configmaps"},
+		{Verb: "get", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: "someone-elses"},
+		{Verb: "list", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
 	}
 
 	for _, a := range allowed {

@@ -1,0 +1,169 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+)
+
+const magnumConf = "[DEFAULT]\ntransport_url = rabbit://magnum:secret@rabbit:5672/\n"
+
+func render(t *testing.T, namespace string, values map[string]any) map[string]*unstructured.Unstructured {
+	t.Helper()
+	if values["config"] == nil {
+		values["config"] = map[string]any{"magnumConf": magnumConf}
+	}
+	out, err := Render("mcb", namespace, values)
+	require.NoError(t, err)
+	objs, err := Objects(out)
+	require.NoError(t, err)
+	byKey := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		key := o.GetKind() + "/" + o.GetName()
+		require.NotContains(t, byKey, key, "rendered twice")
+		byKey[key] = o
+	}
+	return byKey
+}
+
+func container(t *testing.T, d *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	cs, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	return cs[0].(map[string]any)
+}
+
+// deploy/kubernetes is the chart's render, not a second copy.
+func TestDeployKubernetesIsTheChartsRender(t *testing.T) {
+	files, err := KubernetesFiles()
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(KubernetesDir(), name))
+		require.NoError(t, err)
+		require.Equal(t, want, string(got), "deploy/kubernetes/%s is stale: run `make generate`", name)
+	}
+}
+
+func TestDefaultValues(t *testing.T) {
+	objs := render(t, "magnum-capi-bridge", map[string]any{})
+	for _, k := range []string{"Deployment/mcb-magnum-capi-bridge", "Secret/mcb-magnum-capi-bridge-config", "Service/mcb-magnum-capi-bridge-metrics",
+		"PodDisruptionBudget/mcb-magnum-capi-bridge", "ServiceAccount/magnum-capi-bridge", "ClusterRole/magnum-capi-bridge",
+		"ClusterRole/" + capi.SecretReaderRole, "ClusterRole/" + capi.ProjectViewerRole, "Role/magnum-capi-bridge-leader-election"} {
+		require.Contains(t, objs, k)
+	}
+	require.NotContains(t, objs, "ServiceMonitor/mcb-magnum-capi-bridge", "off by default")
+	require.NotContains(t, objs, "Namespace/magnum-capi-bridge", "helm install --create-namespace owns it")
+	for _, p := range append(append([]string{}, capi.ConfiningPolicies...), capi.ClassPolicy) {
+		require.Contains(t, objs, "ValidatingAdmissionPolicy/"+p)
+		require.Contains(t, objs, "ValidatingAdmissionPolicyBinding/"+p)
+	}
+
+	d := objs["Deployment/mcb-magnum-capi-bridge"]
+	replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	require.EqualValues(t, 2, replicas)
+	c := container(t, d)
+	require.Equal(t, "magnum-capi-bridge:0.1.0", c["image"])
+	require.Equal(t, "/healthz", c["livenessProbe"].(map[string]any)["httpGet"].(map[string]any)["path"])
+	require.Equal(t, "/readyz", c["readinessProbe"].(map[string]any)["httpGet"].(map[string]any)["path"])
+	sc := c["securityContext"].(map[string]any)
+	require.Equal(t, false, sc["allowPrivilegeEscalation"])
+	require.Equal(t, true, sc["readOnlyRootFilesystem"])
+	require.Equal(t, []any{"ALL"}, sc["capabilities"].(map[string]any)["drop"])
+	podSC, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec", "securityContext")
+	require.Equal(t, true, podSC["runAsNonRoot"])
+	require.EqualValues(t, 65532, podSC["runAsUser"])
+	require.Equal(t, "RuntimeDefault", podSC["seccompProfile"].(map[string]any)["type"])
+	require.NotEmpty(t, c["resources"].(map[string]any)["requests"])
+	sa, _, _ := unstructured.NestedString(d.Object, "spec", "template", "spec", "serviceAccountName")
+	require.Equal(t, "magnum-capi-bridge", sa)
+
+	// bridge.conf parses as the bridge (and oslo.config) read it: no inline comment in a value.
+	sec := objs["Secret/mcb-magnum-capi-bridge-config"]
+	data, _, _ := unstructured.NestedStringMap(sec.Object, "stringData")
+	require.Equal(t, magnumConf, data["magnum.conf"])
+	f, err := config.Parse(data["bridge.conf"])
+	require.NoError(t, err)
+	require.Equal(t, "", f.String("bridge", "kubeconfig", "unset"), "in-cluster")
+	require.Equal(t, "0.0.0.0:9090", f.String("bridge", "metrics_bind", ""))
+	require.Equal(t, "true", f.String("bridge", "leader_election", ""))
+	require.Equal(t, "magnum-capi-bridge", f.String("bridge", "leader_election_namespace", ""), "where the Role lets it hold the Lease")
+	require.Equal(t, "magnum-", f.String("bridge", "namespace_prefix", ""))
+	require.Equal(t, "openstack", f.String("bridge", "infrastructure", ""))
+}
+
+func TestNonDefaultValues(t *testing.T) {
+	values := map[string]any{
+		"replicaCount":   1,
+		"leaderElection": map[string]any{"enabled": false},
+		"serviceAccount": map[string]any{"name": "bridge"},
+		"image":          map[string]any{"repository": "registry.example/mcb", "digest": "sha256:0123"},
+		"config": map[string]any{"existingSecret": "magnum-conf", "bridge": map[string]any{
+			"namespace_prefix": "m23-", "infrastructure": "inmemory", "namespace_quota": "secrets=10, pods=0"}},
+		"metrics": map[string]any{"port": 9191, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}}},
+	}
+	objs := render(t, "openstack", values)
+	require.NotContains(t, objs, "PodDisruptionBudget/mcb-magnum-capi-bridge", "one replica: a PDB would block every drain")
+	require.Contains(t, objs, "ServiceMonitor/mcb-magnum-capi-bridge")
+	d := objs["Deployment/mcb-magnum-capi-bridge"]
+	c := container(t, d)
+	require.Equal(t, "registry.example/mcb@sha256:0123", c["image"])
+	require.EqualValues(t, 9191, c["ports"].([]any)[0].(map[string]any)["containerPort"])
+	vols, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+	require.Equal(t, "magnum-conf", vols[0].(map[string]any)["secret"].(map[string]any)["secretName"])
+
+	data, _, _ := unstructured.NestedStringMap(objs["Secret/mcb-magnum-capi-bridge-config"].Object, "stringData")
+	require.NotContains(t, data, "magnum.conf", "it comes from the existing Secret")
+	f, err := config.Parse(data["bridge.conf"])
+	require.NoError(t, err)
+	require.Equal(t, "false", f.String("bridge", "leader_election", ""))
+	require.Equal(t, "openstack", f.String("bridge", "leader_election_namespace", ""))
+	require.Equal(t, "0.0.0.0:9191", f.String("bridge", "metrics_bind", ""))
+	require.Equal(t, "secrets=10, pods=0", f.String("bridge", "namespace_quota", ""))
+
+	// The policies and bindings name the release's ServiceAccount.
+	user := "'system:serviceaccount:openstack:bridge'"
+	for _, p := range capi.ConfiningPolicies {
+		conds, _, _ := unstructured.NestedSlice(objs["ValidatingAdmissionPolicy/"+p].Object, "spec", "matchConditions")
+		require.Contains(t, conds[0].(map[string]any)["expression"], user, p)
+	}
+	subjects, _, _ := unstructured.NestedSlice(objs["ClusterRoleBinding/magnum-capi-bridge"].Object, "subjects")
+	require.Equal(t, map[string]any{"kind": "ServiceAccount", "name": "bridge", "namespace": "openstack"}, subjects[0])
+	// Its leader election Lease: the Role and the policy's exemption are in the release namespace.
+	require.Equal(t, "openstack", objs["Role/magnum-capi-bridge-leader-election"].GetNamespace())
+	conds, _, _ := unstructured.NestedSlice(objs["ValidatingAdmissionPolicy/magnum-capi-bridge-project-namespaces-only"].Object, "spec", "matchConditions")
+	require.Contains(t, conds[1].(map[string]any)["expression"], "request.namespace == 'openstack'")
+	validations, _, _ := unstructured.NestedSlice(objs["ValidatingAdmissionPolicy/magnum-capi-bridge-binds-only-itself"].Object, "spec", "validations")
+	require.Contains(t, validations[0].(map[string]any)["expression"], "s.name == 'bridge'")
+	require.Contains(t, validations[0].(map[string]any)["expression"], "s.namespace == 'openstack'")
+}
+
+// A changed configuration changes the pod template (the config-hash annotation), so pods roll.
+func TestConfigChangeRollsThePods(t *testing.T) {
+	hash := func(prefix string) string {
+		objs := render(t, "magnum-capi-bridge", map[string]any{"config": map[string]any{"magnumConf": magnumConf,
+			"bridge": map[string]any{"namespace_prefix": prefix}}})
+		a, _, _ := unstructured.NestedStringMap(objs["Deployment/mcb-magnum-capi-bridge"].Object, "spec", "template", "metadata", "annotations")
+		require.Len(t, a["checksum/config"], 64)
+		return a["checksum/config"]
+	}
+	require.NotEqual(t, hash("magnum-"), hash("magnum23-"))
+	require.Equal(t, hash("magnum-"), hash("magnum-"))
+}
+
+func TestBadValuesAreRefused(t *testing.T) {
+	_, err := Render("mcb", "ns", map[string]any{})
+	require.ErrorContains(t, err, "set config.magnumConf")
+	_, err = Render("mcb", "ns", map[string]any{"config": map[string]any{"magnumConf": magnumConf, "bridge": map[string]any{"kubeconfig": "/x"}}})
+	require.ErrorContains(t, err, "config.bridge.kubeconfig is set by the chart")
+	_, err = Render("mcb", "ns", map[string]any{"config": map[string]any{"magnumConf": magnumConf},
+		"metrics": map[string]any{"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}})
+	require.ErrorContains(t, err, "metrics.serviceMonitor needs metrics.service.enabled")
+}
