@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
@@ -126,6 +127,8 @@ func requiredAPIResources(flavor templates.Flavor) []capi.APIResource {
 	core := "cluster.x-k8s.io/v1beta2"
 	want := []capi.APIResource{
 		r(core, "clusters"), r(core, "clusterclasses"), r(core, "machinedeployments"), r(core, "machines"),
+		// Every cluster's add-ons (internal/addons) are a ClusterResourceSet, watched with its binding.
+		r(addonsv1.GroupVersion.String(), "clusterresourcesets"), r(addonsv1.GroupVersion.String(), "clusterresourcesetbindings"),
 		r(templates.ControlPlaneGroupVersion, "kubeadmcontrolplanetemplates"),
 		r(templates.BootstrapGroupVersion, "kubeadmconfigtemplates"),
 	}
