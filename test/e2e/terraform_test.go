@@ -187,15 +187,25 @@ func terraformLifecycle(t *testing.T, api, cliCloud, provider, magnumConf string
 	}
 	_, err = store.GetCluster(ctx, clusterID)
 	require.Equal(t, "ClusterNotFound", notFound(err), "cluster row after destroy")
-	ngs, err := store.ListNodeGroups(ctx, clusterID)
-	require.NoError(t, err)
-	require.Empty(t, ngs, "node group rows after destroy")
 	_, err = store.GetClusterTemplate(ctx, tmplID)
 	require.Equal(t, "ClusterTemplateNotFound", notFound(err), "template row after destroy")
-	// ... nor in the management cluster.
+	// ... nor in the management cluster ...
 	require.Empty(t, capiObjects(t, clusterID), "management cluster still holds objects of the destroyed cluster")
 	out, err = kubectl(t, mgmtKubeconfig, "get", "machinedeployments,machines,kubeadmcontrolplanes", "-A", "-l",
 		"cluster.x-k8s.io/cluster-name="+stackID, "-o", "name")
 	require.NoError(t, err, out)
 	require.Empty(t, strings.TrimSpace(out), "CAPI objects of the destroyed cluster")
+	// ... and the node group rows, which the bridge keeps (invisible) for db.DefaultNodeGroupDeleteDelay
+	// after the cluster row so that no magnum-api request sees a cluster without them, go after that.
+	deadline := time.Now().Add(db.DefaultNodeGroupDeleteDelay + time.Minute)
+	for {
+		ngs, err := store.ListNodeGroups(ctx, clusterID)
+		require.NoError(t, err)
+		if len(ngs) == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "%d node group rows of the destroyed cluster left after %s",
+			len(ngs), db.DefaultNodeGroupDeleteDelay+time.Minute)
+		time.Sleep(5 * time.Second)
+	}
 }
