@@ -7,6 +7,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 t0=$SECONDS
+# OpenTofu and terraform-provider-openstack (the Terraform end-to-end test's client) build, cached,
+# at the lowest priority while the rest comes up; most of that time is spent waiting on services.
+"$here/build-tofu.sh" >>"$MCB_LOG/build-tofu.log" 2>&1 &
+tofu_build=$!
 "$here/services.sh"
 "$here/openstack/up.sh"
 "$here/openstack/newest-up.sh"
@@ -15,6 +19,10 @@ t0=$SECONDS
 "$here/build-k8s.sh" capo
 "$here/bridge-up.sh" zed
 "$here/bridge-up.sh" newest
+if ! wait "$tofu_build"; then
+  tail -n 30 "$MCB_LOG/build-tofu.log" >&2
+  log "ERROR: building OpenTofu failed (log: $MCB_LOG/build-tofu.log)"; exit 1
+fi
 log "local stack up in $((SECONDS - t0))s"
 cat <<MSG
 
