@@ -45,10 +45,14 @@ type leadership struct {
 }
 
 func newLeadership(host, namespace, name string, log *slog.Logger, lead func(context.Context), changed func(bool)) *leadership {
-	// Unique per process: a restarted replica must not take over the Lease of its previous life
-	// before that one's term ends (it might still be writing).
-	id := fmt.Sprintf("%s_%d_%s", host, os.Getpid(), uuid.NewString()[:8])
-	return &leadership{identity: id, namespace: namespace, name: name, log: log, lead: lead, changed: changed}
+	return &leadership{identity: replicaIdentity(host), namespace: namespace, name: name, log: log, lead: lead, changed: changed}
+}
+
+// replicaIdentity names this process in Leases (leader election and operation claims). Unique per
+// process: a restarted replica must not take over a Lease of its previous life before that one's
+// term ends (it might still be writing).
+func replicaIdentity(host string) string {
+	return fmt.Sprintf("%s_%d_%s", host, os.Getpid(), uuid.NewString()[:8])
 }
 
 // Leading reports whether this replica holds the Lease now.

@@ -11,8 +11,11 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -120,6 +123,17 @@ func Run(ctx context.Context, o *Options, version string) error {
 		notes.Version1 = n.Driver == "messaging"
 		log.Info("notifications on", "driver", n.Driver, "topics", n.Topics, "exchange", o.RPC.Exchange)
 	}
+	// Operation claims: one driver per cluster across replicas (docs/operations.md, "Replicas").
+	// Without leader election this is the only replica, which needs none.
+	identity := replicaIdentity(o.Host)
+	var claims conductor.Claims
+	if o.Bridge.LeaderElection {
+		cs, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+		if err != nil {
+			return err
+		}
+		claims = &leaseClaims{leases: cs.CoordinationV1(), namespace: o.Bridge.LeaderElectionNamespace, identity: identity, now: time.Now}
+	}
 	kicked := &kickMarks{}
 	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
 		kicked.mark(namespace + "/" + name)
@@ -129,6 +143,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
+		Claims: claims,
 	})
 
 	// What must run once across replicas: on the leader only.
@@ -148,11 +163,16 @@ func Run(ctx context.Context, o *Options, version string) error {
 		} else {
 			log.Info("status sync of every cluster queued", "clusters", n)
 		}
+		if claims != nil {
+			// Operations of replicas that die later: resumed once their claims expire.
+			go cond.ResumeEvery(ctx, resumeInterval)
+		}
 	}
 	var lead *leadership
 	leading := func() bool { return true }
 	if o.Bridge.LeaderElection {
 		lead = newLeadership(o.Host, o.Bridge.LeaderElectionNamespace, o.Bridge.LeaderElectionID, log, leaderWork, metrics.Leading)
+		lead.identity = identity
 		leading = lead.Leading
 	} else {
 		metrics.Leading(true)
@@ -230,6 +250,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		g.Go(func() error { return l.serve(ctx, log) })
 	}
 	g.Go(func() error { return cond.RunOperations(ctx, o.Bridge.OperationWorkers) })
+	g.Go(func() error { return cond.RunClaims(ctx) })
 	g.Go(func() error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil

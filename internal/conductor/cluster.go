@@ -117,7 +117,15 @@ func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *r
 		c.log.InfoContext(ctx, "cluster_create: nothing to do", "cluster", id, "status", cl.Status.Or(""))
 		return nil
 	}
-	err := c.ensureCreateCredentials(ctx, cl, req.Context)
+	// The claim first: a delete handled meanwhile by another replica waits for it, so no
+	// credential is stored after that delete removed the cluster's.
+	claimed, err := c.claim(ctx, id, CreateInProgress)
+	if err == nil && !claimed {
+		err = errClaimHeld
+	}
+	if err == nil {
+		err = c.ensureCreateCredentials(ctx, cl, req.Context)
+	}
 	if err == nil {
 		c.enqueue(id)
 		return nil
@@ -129,6 +137,11 @@ func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *r
 	held := req.FirstAttempt.IsZero() || c.opts.Now().Sub(req.FirstAttempt) < maxMessageHold
 	if held && c.opts.Now().Before(c.deadline(cl, CreateInProgress)) {
 		return rpc.Retry(err)
+	}
+	if errors.Is(err, errClaimHeld) {
+		// Another replica has driven this create all along (this was a redelivery): it is its to finish.
+		c.log.WarnContext(ctx, "cluster_create: another replica holds the cluster's claim; leaving the create to it", "cluster", id)
+		return nil
 	}
 	return c.failOperation(ctx, cl, CreateInProgress, "could not issue the cluster's cloud credentials in time", err)
 }

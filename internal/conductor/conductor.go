@@ -40,6 +40,12 @@ type Options struct {
 	UpdateTimeout, DeleteTimeout time.Duration
 	// RetryBase and RetryMax bound the operation driver's backoff; zero means 1 s and 1 min.
 	RetryBase, RetryMax time.Duration
+	// Claims gives an operation one driver across replicas; nil means this is the only replica.
+	Claims Claims
+	// ClaimRenew is how often held claims are renewed (and released once their operation
+	// ended); ClaimRecheck how soon an operation this replica's handler recorded looks again at
+	// a claim another replica holds. Zero means 5 s each.
+	ClaimRenew, ClaimRecheck time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -76,6 +82,12 @@ func New(store Store, kube Kube, certManager *certs.Manager, opts Options) *Cond
 	}
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = time.Minute
+	}
+	if opts.ClaimRenew <= 0 {
+		opts.ClaimRenew = 5 * time.Second
+	}
+	if opts.ClaimRecheck <= 0 {
+		opts.ClaimRecheck = 5 * time.Second
 	}
 	return &Conductor{store: store, kube: kube, certs: certManager, opts: opts, log: opts.Logger,
 		ops: newOperations(opts.RetryBase, opts.RetryMax)}

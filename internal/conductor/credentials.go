@@ -92,6 +92,10 @@ func (c *Conductor) storedCredentialRefs(ctx context.Context, cl *magnum.Cluster
 	return refs, true, nil
 }
 
+// errAwaitingCredentials: a create resumed without its request cannot issue the credentials; the
+// redelivered request will (the driver lets go of the cluster's claim for that handler meanwhile).
+var errAwaitingCredentials = errors.New("the cluster's cloud credential is not stored yet; waiting for the create request to be redelivered")
+
 // ensureCloudCredentials issues the cluster's credentials once and stores them in its namespace; a
 // redelivered create finds the Secret and leaves the credentials alone. Without the request's token
 // (a create resumed at start-up) nothing can be issued on the user's behalf, so that is final.
@@ -115,7 +119,7 @@ func (c *Conductor) ensureCloudCredentials(ctx context.Context, caller *rpc.Cont
 		if created, ok := cl.CreatedAt.Get(); ok && c.opts.Now().After(created.Add(timeout)) {
 			return &permanentError{errors.New("the cluster's cloud credential was never stored and the request that created the cluster is gone; delete the cluster and create it again")}
 		}
-		return errors.New("the cluster's cloud credential is not stored yet; waiting for the create request to be redelivered")
+		return errAwaitingCredentials
 	}
 	issued, err := c.opts.Credentials.Issue(ctx, caller, cl)
 	if err != nil {

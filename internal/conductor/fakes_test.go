@@ -618,3 +618,73 @@ func request(method string, args map[string]json.RawMessage) *rpc.Request {
 }
 
 const demoProject = "0f0e0d0c0b0a09080706050403020100"
+
+// claimStore stands in for the Leases holding operation claims (internal/app/claims.go, tested
+// against a real apiserver there): one holder per cluster; a claim not renewed for ttl on the
+// harness clock is free to take, as a Lease whose replica died.
+type claimStore struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	ttl     time.Duration
+	holders map[string]claimEntry
+}
+
+type claimEntry struct {
+	holder  string
+	renewed time.Time
+}
+
+func newClaimStore(now func() time.Time) *claimStore {
+	return &claimStore{now: now, ttl: 20 * time.Second, holders: map[string]claimEntry{}}
+}
+
+// replica is one replica's view (its conductor.Claims).
+func (s *claimStore) replica(name string) *replicaClaims { return &replicaClaims{s: s, me: name} }
+
+func (s *claimStore) holder(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holders[id].holder
+}
+
+func (s *claimStore) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.holders)
+}
+
+type replicaClaims struct {
+	s  *claimStore
+	me string
+}
+
+func (r *replicaClaims) Claim(_ context.Context, id string) (bool, error) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	now := r.s.now()
+	if e, ok := r.s.holders[id]; ok && e.holder != r.me && now.Sub(e.renewed) <= r.s.ttl {
+		return false, nil
+	}
+	r.s.holders[id] = claimEntry{holder: r.me, renewed: now}
+	return true, nil
+}
+
+func (r *replicaClaims) Release(_ context.Context, id string) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if r.s.holders[id].holder == r.me {
+		delete(r.s.holders, id)
+	}
+	return nil
+}
+
+func (r *replicaClaims) Sweep(_ context.Context, active func(string) bool) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	for id, e := range r.s.holders {
+		if !active(id) && r.s.now().Sub(e.renewed) > r.s.ttl {
+			delete(r.s.holders, id)
+		}
+	}
+	return nil
+}

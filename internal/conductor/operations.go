@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -22,6 +23,10 @@ import (
 // deadline, and fails the operation with a reason on a permanent error or at the deadline. Because
 // the rows are the intent, any partial attempt (a retry, a redelivery, a crash, a restart) is
 // resumed by running the driver again: start-up resync enqueues every cluster in progress.
+//
+// Across replicas an operation has one driver: the replica holding the cluster's claim (Claims),
+// which it keeps while the operation is in progress. The leader resumes, every ResumeEvery
+// interval, operations nobody holds — a replica died, or stopped, with the operation unfinished.
 //
 // Converging is the watch's business (sync.go): the driver only applies; the status sync moves the
 // rows to *_COMPLETE, or to *_FAILED at the same deadline when CAPI never converges.
@@ -48,6 +53,14 @@ type operations struct {
 	mu       sync.Mutex
 	started  map[string]time.Time
 	upgrades map[string]*templates.Upgrade
+	// held: the clusters this replica holds the claim of, with the operation it claimed them for.
+	held map[string]string
+	// intent: a handler of this replica recorded the operation (it waits for a claim another
+	// replica holds rather than leaving the operation to it: the handler may know more, such as
+	// an upgrade's rollout settings).
+	intent map[string]bool
+	// busy: queued, being driven or waiting for a retry in this replica.
+	busy map[string]bool
 }
 
 func newOperations(base, max time.Duration) *operations {
@@ -56,6 +69,9 @@ func newOperations(base, max time.Duration) *operations {
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "magnum-operations"}),
 		started:  map[string]time.Time{},
 		upgrades: map[string]*templates.Upgrade{},
+		held:     map[string]string{},
+		intent:   map[string]bool{},
+		busy:     map[string]bool{},
 	}
 }
 
@@ -92,6 +108,66 @@ func (o *operations) end(id string) {
 	defer o.mu.Unlock()
 	delete(o.started, id)
 	delete(o.upgrades, id)
+	delete(o.intent, id)
+}
+
+// add queues a cluster; intended marks an operation this replica's handler recorded.
+func (o *operations) add(id string, intended bool) {
+	o.mu.Lock()
+	o.busy[id] = true
+	if intended {
+		o.intent[id] = true
+	}
+	o.mu.Unlock()
+	o.queue.Add(id)
+}
+
+// idle: the driver is done with the cluster until something queues it again.
+func (o *operations) idle(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.busy, id)
+}
+
+func (o *operations) isBusy(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.busy[id]
+}
+
+func (o *operations) intended(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.intent[id]
+}
+
+func (o *operations) hold(id, kind string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.held[id] = kind
+	delete(o.intent, id) // this replica drives it now
+}
+
+// unhold forgets a claim; it reports whether this replica held it.
+func (o *operations) unhold(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.held[id]
+	delete(o.held, id)
+	return ok
+}
+
+func (o *operations) holds(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.held[id]
+	return ok
+}
+
+func (o *operations) holding() map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.held)
 }
 
 func (o *operations) setUpgrade(id string, u *templates.Upgrade) {
@@ -106,8 +182,118 @@ func (o *operations) upgrade(id string) *templates.Upgrade {
 	return o.upgrades[id]
 }
 
-// enqueue hands a cluster to the driver.
-func (c *Conductor) enqueue(id string) { c.ops.queue.Add(id) }
+// enqueue hands a cluster whose operation a handler of this replica recorded to the driver.
+func (c *Conductor) enqueue(id string) { c.ops.add(id, true) }
+
+// resume hands a cluster to the driver to resume whatever its rows record, unless a replica holds
+// its claim (and so drives it: this one too, when the claim is its own).
+func (c *Conductor) resume(id string) {
+	if c.opts.Claims != nil && c.ops.holds(id) {
+		return
+	}
+	c.ops.add(id, false)
+}
+
+// errClaimHeld: another replica holds the cluster's claim; this replica's handler recorded the
+// operation, so it looks again shortly (the holder lets go once it is not busy with it).
+var errClaimHeld = errors.New("another replica drives this cluster's operation")
+
+// claim takes or renews the cluster's claim for an operation of this kind.
+func (c *Conductor) claim(ctx context.Context, id, kind string) (bool, error) {
+	if c.opts.Claims == nil {
+		return true, nil
+	}
+	ok, err := c.opts.Claims.Claim(ctx, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	c.ops.hold(id, kind)
+	return true, nil
+}
+
+// release gives up the cluster's claim if this replica holds it; a failure only delays another
+// replica until the claim expires.
+func (c *Conductor) release(ctx context.Context, id string) {
+	if c.opts.Claims == nil || !c.ops.unhold(id) {
+		return
+	}
+	if err := c.opts.Claims.Release(ctx, id); err != nil {
+		c.log.WarnContext(ctx, "operation claim: release failed; it expires instead", "cluster", id, "error", err)
+	}
+}
+
+// RunClaims keeps this replica's claims until ctx ends: every ClaimRenew it renews the claims of
+// operations still in progress, releases those whose operation ended (or changed while this
+// replica is not busy with it, so that the replica whose handler recorded the new one takes it),
+// and looks again at a delete it holds (the driver finishes it once CAPI's Cluster is gone). On
+// the way out it releases them all, so another replica need not wait for them to expire.
+func (c *Conductor) RunClaims(ctx context.Context) error {
+	if c.opts.Claims == nil {
+		return nil
+	}
+	t := time.NewTicker(c.opts.ClaimRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			for id := range c.ops.holding() {
+				c.release(stop, id)
+			}
+			cancel()
+			return nil
+		case <-t.C:
+			c.renewClaims(ctx)
+		}
+	}
+}
+
+func (c *Conductor) renewClaims(ctx context.Context) {
+	for id, kind := range c.ops.holding() {
+		cl, err := c.store.GetCluster(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			c.release(ctx, id)
+			continue
+		case err != nil:
+			// The database is unreachable: keep the claim (nobody else can do better now).
+		default:
+			now := operationOf(cl)
+			busy := c.ops.isBusy(id)
+			if now == "" || (now != kind && !busy) {
+				c.release(ctx, id)
+				continue
+			}
+			if now == DeleteInProgress && !busy {
+				c.ops.add(id, false)
+			}
+		}
+		if ok, err := c.opts.Claims.Claim(ctx, id); err == nil && !ok {
+			// It expired and another replica took it over (this one was too slow to renew):
+			// whatever this replica still has in flight is an idempotent step.
+			c.ops.unhold(id)
+			c.log.WarnContext(ctx, "operation claim: taken over by another replica", "cluster", id)
+		}
+	}
+}
+
+// ResumeEvery runs the leader's share of operations until ctx ends (leadership lost): every
+// interval it hands every cluster in progress to the driver, which drives those whose claim
+// nobody holds (their replica died before finishing), and sweeps claims left by dead replicas.
+func (c *Conductor) ResumeEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := c.Resync(ctx); err != nil && ctx.Err() == nil {
+				c.log.WarnContext(ctx, "resume operations in progress", "error", err)
+			}
+		}
+	}
+}
 
 // RunOperations runs the operation driver with workers goroutines until ctx ends.
 func (c *Conductor) RunOperations(ctx context.Context, workers int) error {
@@ -141,12 +327,16 @@ func (c *Conductor) driveNext(ctx context.Context) bool {
 	again, err := c.drive(runCtx, id)
 	cancel()
 	switch {
+	case errors.Is(err, errClaimHeld):
+		c.ops.queue.Forget(id)
+		c.ops.queue.AddAfter(id, c.opts.ClaimRecheck)
 	case again:
 		c.log.WarnContext(ctx, "operation: transient failure, will retry", "cluster", id, "error", err,
 			"attempt", c.ops.queue.NumRequeues(id)+1)
 		c.ops.queue.AddRateLimited(id)
 	default:
 		c.ops.queue.Forget(id)
+		c.ops.idle(id)
 	}
 	return true
 }
@@ -157,6 +347,7 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 	cl, err := c.store.GetCluster(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		c.ops.end(id)
+		c.release(ctx, id)
 		return false, nil
 	}
 	if err != nil {
@@ -165,7 +356,16 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 	kind := operationOf(cl)
 	if kind == "" {
 		c.ops.end(id)
+		c.release(ctx, id)
 		return false, nil // nothing in progress
+	}
+	switch held, err := c.claim(ctx, id, kind); {
+	case err != nil:
+		return true, err // the apiserver holding the claims is down: nothing could be applied either
+	case !held && c.ops.intended(id):
+		return true, errClaimHeld
+	case !held:
+		return false, nil // a live replica drives it
 	}
 	switch kind {
 	case CreateInProgress:
@@ -177,13 +377,18 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 	case DeleteInProgress:
 		var gone bool
 		if gone, err = c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or("")); err == nil && gone {
-			err = c.finishDelete(ctx, cl, nil)
+			if err = c.finishDelete(ctx, cl, nil); err == nil {
+				c.release(ctx, id) // nothing of the cluster is left to drive
+			}
 		}
 	}
 	if err == nil {
 		return false, nil
 	}
 	err = unwrapRetry(err)
+	if errors.Is(err, errAwaitingCredentials) {
+		c.release(ctx, id) // the redelivered create's handler, on any replica, needs the claim
+	}
 	if permanent(err) {
 		return false, c.failOperation(ctx, cl, kind, "", err)
 	}

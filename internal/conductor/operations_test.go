@@ -111,21 +111,33 @@ func (h *harness) redeliver(req *rpc.Request) (any, error) {
 // settle runs the operation driver for every queued cluster until nothing is left to retry or
 // maxRuns is reached; it returns how many driver runs asked for a retry.
 func (h *harness) settle(maxRuns int) (retries int) {
+	retries, _ = settleOn(h.c, maxRuns)
+	return retries
+}
+
+// settleOn is settle on one replica's conductor; waiting counts the runs that found the claim
+// held by another replica (they are not queued again: the tests run that replica's recheck).
+func settleOn(c *Conductor, maxRuns int) (retries, waiting int) {
 	for range maxRuns {
-		if h.c.ops.queue.Len() == 0 {
-			return retries
+		if c.ops.queue.Len() == 0 {
+			return retries, waiting
 		}
-		id, _ := h.c.ops.queue.Get()
-		again, _ := h.c.drive(context.Background(), id)
-		h.c.ops.queue.Done(id)
-		if again {
+		id, _ := c.ops.queue.Get()
+		again, err := c.drive(context.Background(), id)
+		c.ops.queue.Done(id)
+		switch {
+		case errors.Is(err, errClaimHeld):
+			waiting++
+			c.ops.queue.Forget(id)
+		case again:
 			retries++
-			h.c.ops.queue.Add(id) // at once: the tests move the clock themselves
-		} else {
-			h.c.ops.queue.Forget(id)
+			c.ops.queue.Add(id) // at once: the tests move the clock themselves
+		default:
+			c.ops.queue.Forget(id)
+			c.ops.idle(id)
 		}
 	}
-	return retries
+	return retries, waiting
 }
 
 // complete is the status sync seeing CAPI converge: the cluster and its groups become *_COMPLETE.

@@ -65,6 +65,21 @@ type Store interface {
 	DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) error
 }
 
+// Claims gives each cluster's operation a single driver across replicas (docs/operations.md,
+// "Replicas"): a claim is held by one replica while the cluster has an operation in progress and
+// expires when that replica stops renewing it (it died). Implemented with Kubernetes Leases by
+// internal/app; nil in Options means one replica, which always drives.
+type Claims interface {
+	// Claim takes the cluster's claim for this replica, or renews it when this replica holds it;
+	// held is false while another replica holds a claim that has not expired.
+	Claim(ctx context.Context, clusterUUID string) (held bool, err error)
+	// Release gives up this replica's claim (nothing when it holds none).
+	Release(ctx context.Context, clusterUUID string) error
+	// Sweep removes expired claims of clusters for which active is false (their holder died
+	// after the operation ended some other way).
+	Sweep(ctx context.Context, active func(clusterUUID string) bool) error
+}
+
 // Kube is what the conductor needs of the management cluster (implemented by internal/capi).
 type Kube interface {
 	EnsureProjectNamespace(ctx context.Context, name, projectID string) error

@@ -177,7 +177,7 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 			continue
 		}
 		if string(cl.Status.Or("")) == DeleteInProgress {
-			c.enqueue(cl.UUID.Or(""))
+			c.resume(cl.UUID.Or("")) // the replica holding its claim, if alive, finishes it itself
 			return nil
 		}
 		return unwrapRetry(c.finishDelete(ctx, cl, nil))
@@ -187,17 +187,27 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 
 // Resync resumes every operation a previous run left in progress — creates, updates, resizes,
 // upgrades, node group changes and deletes — by handing the clusters to the operation driver,
-// which re-applies what their rows record. Called at start-up; afterwards handlers and the watch
-// drive everything.
+// which re-applies what their rows record unless another live replica holds the cluster's claim.
+// The leader calls it when it starts leading and then every ResumeEvery interval; it also sweeps
+// the claims dead replicas left on clusters no longer in progress.
 func (c *Conductor) Resync(ctx context.Context) error {
 	clusters, err := c.store.ListClustersByStatus(ctx, CreateInProgress, UpdateInProgress, DeleteInProgress)
 	if err != nil {
 		return err
 	}
+	active := make(map[string]bool, len(clusters))
 	for _, cl := range clusters {
-		c.enqueue(cl.UUID.Or(""))
+		active[cl.UUID.Or("")] = true
+		c.resume(cl.UUID.Or(""))
 	}
-	c.log.InfoContext(ctx, "resync: operations in progress resumed", "count", len(clusters))
+	if len(clusters) > 0 {
+		c.log.InfoContext(ctx, "resync: operations in progress handed to the driver", "count", len(clusters))
+	}
+	if c.opts.Claims != nil {
+		if err := c.opts.Claims.Sweep(ctx, func(id string) bool { return active[id] }); err != nil {
+			c.log.WarnContext(ctx, "operation claims: sweep failed", "error", err)
+		}
+	}
 	return nil
 }
 

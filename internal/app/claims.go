@@ -1,0 +1,139 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// Operation claims (conductor.Claims) are Kubernetes Leases in the bridge's namespace, next to the
+// leader-election Lease: one per cluster with an operation in progress, named after the cluster's
+// uuid, held by the replica's leader-election identity (unique per process). A claim whose holder
+// stopped renewing for claimDuration is free to take: its replica died. Expiry compares the
+// holder's renewTime with this replica's clock, as client-go's leader election does: replicas'
+// clocks must agree to within a few seconds.
+const (
+	claimDuration = 20 * time.Second
+	claimPrefix   = "magnum-capi-bridge-op-"
+	claimSelector = "app.kubernetes.io/component=operation-claim"
+	// resumeInterval is how often the leader resumes operations nobody holds: with claimDuration
+	// it bounds how long an operation of a dead replica waits (about 50 s).
+	resumeInterval = 30 * time.Second
+)
+
+type leaseClaims struct {
+	leases    coordinationclient.LeasesGetter
+	namespace string
+	identity  string
+	now       func() time.Time
+}
+
+func (l *leaseClaims) name(id string) string { return claimPrefix + id }
+
+func (l *leaseClaims) expired(lease *coordinationv1.Lease) bool {
+	s := lease.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil {
+		return true
+	}
+	d := claimDuration
+	if s.LeaseDurationSeconds != nil {
+		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	}
+	return l.now().After(s.RenewTime.Add(d))
+}
+
+// Claim implements conductor.Claims: create the Lease, renew ours, or take an expired one. The
+// apiserver's optimistic concurrency (resourceVersion) lets exactly one of racing replicas win.
+func (l *leaseClaims) Claim(ctx context.Context, id string) (bool, error) {
+	leases := l.leases.Leases(l.namespace)
+	now := metav1.NewMicroTime(l.now())
+	secs := int32(claimDuration / time.Second)
+	cur, err := leases.Get(ctx, l.name(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: l.name(id), Labels: map[string]string{
+				"app.kubernetes.io/name": "magnum-capi-bridge", "app.kubernetes.io/component": "operation-claim"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &l.identity, LeaseDurationSeconds: &secs,
+				AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return false, nil // another replica claimed it this instant
+		}
+		return err == nil, err
+	}
+	if err != nil {
+		return false, err
+	}
+	mine := cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.identity
+	if !mine && !l.expired(cur) {
+		return false, nil
+	}
+	if !mine {
+		cur.Spec.AcquireTime = &now
+		transitions := int32(0)
+		if cur.Spec.LeaseTransitions != nil {
+			transitions = *cur.Spec.LeaseTransitions
+		}
+		transitions++
+		cur.Spec.LeaseTransitions = &transitions
+	}
+	cur.Spec.HolderIdentity, cur.Spec.RenewTime, cur.Spec.LeaseDurationSeconds = &l.identity, &now, &secs
+	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, nil // another replica renewed, took or released it meanwhile
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// Release implements conductor.Claims: delete the Lease if it is still ours (the resourceVersion
+// precondition keeps a claim another replica just took).
+func (l *leaseClaims) Release(ctx context.Context, id string) error {
+	leases := l.leases.Leases(l.namespace)
+	cur, err := leases.Get(ctx, l.name(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != l.identity {
+		return nil
+	}
+	return ignoreGoneOrTaken(leases.Delete(ctx, cur.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{ResourceVersion: &cur.ResourceVersion}}))
+}
+
+// Sweep implements conductor.Claims.
+func (l *leaseClaims) Sweep(ctx context.Context, active func(string) bool) error {
+	leases := l.leases.Leases(l.namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: claimSelector})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		lease := &list.Items[i]
+		id, ok := strings.CutPrefix(lease.Name, claimPrefix)
+		if !ok || active(id) || !l.expired(lease) {
+			continue
+		}
+		errs = append(errs, ignoreGoneOrTaken(leases.Delete(ctx, lease.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &lease.ResourceVersion}})))
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreGoneOrTaken(err error) error {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
