@@ -10,7 +10,7 @@ PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-faults soak lint bench fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-faults soak churn lint bench fuzz generate clean
 
 all: build
 
@@ -56,6 +56,18 @@ test-faults:
 SEEDS ?= 1 2 3 4 5
 soak: up
 	@for s in $(SEEDS); do $(MAKE) --no-print-directory test-faults FAULT_SEED=$$s || exit 1; done
+
+## churn: issue 11's must-show on `make up`'s stack — three replicas of this tree's bridge, CHURN_CLUSTERS
+## creates and CHURN_DELETES deletes through the CLI while the leader and another replica are SIGKILLed
+## (CHURN_SEED); prints the CHURN summary line and restores one bridge. Hold the stack lock when shared.
+CHURN_SEED ?= 1
+CHURN_CLUSTERS ?= 20
+CHURN_DELETES ?= 10
+churn: build
+	MCB_CHURN=1 MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) \
+	  $(GO) test -count=1 -timeout 45m -run '^TestChurnWithReplicas$$' -v ./test/e2e \
+	  | tee /var/log/magnum-capi-bridge/churn-$(CHURN_SEED).log | grep -E 'churn|CHURN|Error|^(---|ok|FAIL|PASS)'; \
+	  exit $${PIPESTATUS[0]}
 
 ## test-unit: only the tests that need no local stack (still real RabbitMQ/MariaDB/PostgreSQL).
 test-unit:
