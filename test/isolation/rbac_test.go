@@ -85,8 +85,8 @@ func TestBridgeRBAC(t *testing.T) {
 		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: p}, "get")...)
 		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings", Name: p}, "get")...)
 	}
-	// Leader election: its Lease, in its own namespace only.
-	allowed = append(allowed, with(attrs{Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")...)
+	// Leader election and operation claims: Leases, in its own namespace only.
+	allowed = append(allowed, with(attrs{Namespace: bridgeNamespace, Group: "coordination.k8s.io", Resource: "leases"}, "get", "list", "create", "update", "delete")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "get", "create", "patch", "deletecollection")...)
 	allowed = append(allowed, with(attrs{Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesets"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Group: "addons.cluster.x-k8s.io", Resource: "clusterresourcesetbindings"}, "list", "watch")...)
@@ -126,7 +126,8 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "get", Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters", Namespace: ns},
 		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
-		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: bridgeNamespace},
+		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
+		{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns},
 		{Verb: "create", Namespace: bridgeNamespace, Resource: "configmaps"},
 		{Verb: "get", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: "someone-elses"},
 		{Verb: "list", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
