@@ -31,7 +31,19 @@ type leaseClaims struct {
 	leases    coordinationclient.LeasesGetter
 	namespace string
 	identity  string
-	now       func() time.Time
+	// host is this replica's [DEFAULT] host (unique per replica, as its magnum_service row): a
+	// claim held by another process of the same host was left by this replica's previous life
+	// (replicaIdentity), which is dead, and is taken at once instead of after its expiry.
+	host string
+	now  func() time.Time
+}
+
+func (l *leaseClaims) previousLife(holder string) bool {
+	if l.host == "" || holder == l.identity {
+		return false
+	}
+	rest, ok := strings.CutPrefix(holder, l.host+"_")
+	return ok && strings.Count(rest, "_") == 1
 }
 
 func (l *leaseClaims) name(id string) string { return claimPrefix + id }
@@ -71,7 +83,7 @@ func (l *leaseClaims) Claim(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	mine := cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == l.identity
-	if !mine && !l.expired(cur) {
+	if !mine && !l.expired(cur) && !l.previousLife(*cur.Spec.HolderIdentity) {
 		return false, nil
 	}
 	if !mine {

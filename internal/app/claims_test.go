@@ -71,6 +71,28 @@ func TestOperationClaimsOnLeases(t *testing.T) {
 	require.NoError(t, b.Release(ctx, id))
 	require.Empty(t, holder())
 
+	// A replica restarted (same host, new process) takes its previous life's claims at once.
+	before := &leaseClaims{leases: cs.CoordinationV1(), namespace: namespace, identity: "ctl-1_100_aaaaaaaa", host: "ctl-1", now: clock}
+	after := &leaseClaims{leases: cs.CoordinationV1(), namespace: namespace, identity: "ctl-1_200_bbbbbbbb", host: "ctl-1", now: clock}
+	other := &leaseClaims{leases: cs.CoordinationV1(), namespace: namespace, identity: "ctl-10_300_cccccccc", host: "ctl-10", now: clock}
+	restarted := uuid.NewString()
+	ok, err = before.Claim(ctx, restarted)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = other.Claim(ctx, restarted)
+	require.NoError(t, err)
+	require.False(t, ok, "another host waits for the expiry")
+	ok, err = after.Claim(ctx, restarted)
+	require.NoError(t, err)
+	require.True(t, ok, "the same host's next process takes it at once")
+	ok, err = before.Claim(ctx, restarted)
+	require.NoError(t, err)
+	require.True(t, ok, "(a live process of the same host — a misconfiguration — would take it back: at least once)")
+	ok, err = other.Claim(ctx, restarted)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, before.Release(ctx, restarted))
+
 	// Racing claimants of a free cluster: exactly one wins.
 	race := uuid.NewString()
 	var wg sync.WaitGroup

@@ -132,7 +132,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		if err != nil {
 			return err
 		}
-		claims = &leaseClaims{leases: cs.CoordinationV1(), namespace: o.Bridge.LeaderElectionNamespace, identity: identity, now: time.Now}
+		claims = &leaseClaims{leases: cs.CoordinationV1(), namespace: o.Bridge.LeaderElectionNamespace, identity: identity, host: o.Host, now: time.Now}
 	}
 	kicked := &kickMarks{}
 	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
