@@ -210,6 +210,7 @@ func TestChurnWithReplicas(t *testing.T) {
 		require.Less(t, time.Since(killed), 2*time.Minute, "no new leader 2 min after the leader was killed")
 		time.Sleep(200 * time.Millisecond)
 	}
+	restarting.Wait() // the killed leader is back: the next victim is chosen among three live replicas
 	time.Sleep(time.Duration(5000+rng.Intn(20000)) * time.Millisecond)
 	leaderNow, _ := holder()
 	var others []int
