@@ -61,8 +61,22 @@ func (l *leaseClaims) expired(lease *coordinationv1.Lease) bool {
 }
 
 // Claim implements conductor.Claims: create the Lease, renew ours, or take an expired one. The
-// apiserver's optimistic concurrency (resourceVersion) lets exactly one of racing replicas win.
+// apiserver's optimistic concurrency (resourceVersion) lets exactly one of racing replicas win; a
+// write that lost a race is decided again from a fresh read (this replica's own renewals, from the
+// driver and the renewal loop at once, race too, and must not look like a takeover).
 func (l *leaseClaims) Claim(ctx context.Context, id string) (bool, error) {
+	for range 4 {
+		held, err := l.claimOnce(ctx, id)
+		if !errors.Is(err, errLostRace) {
+			return held, err
+		}
+	}
+	return false, nil // contended all along: another replica is taking it now
+}
+
+var errLostRace = errors.New("lost a race for the claim")
+
+func (l *leaseClaims) claimOnce(ctx context.Context, id string) (bool, error) {
 	leases := l.leases.Leases(l.namespace)
 	now := metav1.NewMicroTime(l.now())
 	secs := int32(claimDuration / time.Second)
@@ -75,7 +89,7 @@ func (l *leaseClaims) Claim(ctx context.Context, id string) (bool, error) {
 				AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return false, nil // another replica claimed it this instant
+			return false, errLostRace
 		}
 		return err == nil, err
 	}
@@ -98,7 +112,7 @@ func (l *leaseClaims) Claim(ctx context.Context, id string) (bool, error) {
 	cur.Spec.HolderIdentity, cur.Spec.RenewTime, cur.Spec.LeaseDurationSeconds = &l.identity, &now, &secs
 	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return false, nil // another replica renewed, took or released it meanwhile
+			return false, errLostRace // renewed, taken or released meanwhile: look again
 		}
 		return false, err
 	}

@@ -93,6 +93,26 @@ func TestOperationClaimsOnLeases(t *testing.T) {
 	require.False(t, ok)
 	require.NoError(t, before.Release(ctx, restarted))
 
+	// The same replica renewing one claim from two goroutines (driver and renewal loop) keeps it.
+	own := uuid.NewString()
+	ok, err = a.Claim(ctx, own)
+	require.NoError(t, err)
+	require.True(t, ok)
+	var renewals sync.WaitGroup
+	lost := make(chan struct{}, 3)
+	for range 3 {
+		renewals.Add(1)
+		go func() {
+			defer renewals.Done()
+			if ok, err := a.Claim(ctx, own); err != nil || !ok {
+				lost <- struct{}{}
+			}
+		}()
+	}
+	renewals.Wait()
+	require.Empty(t, lost, "a replica's concurrent renewals of its own claim all hold it")
+	require.NoError(t, a.Release(ctx, own))
+
 	// Racing claimants of a free cluster: exactly one wins.
 	race := uuid.NewString()
 	var wg sync.WaitGroup
