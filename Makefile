@@ -39,11 +39,13 @@ kubeconfig:
 	@deploy/local/mgmt-kubeconfig.sh
 
 ## test: every test — unit, integration against the real services, end to end against `make up`
-## (with the race detector), then the fault matrix alone (it restarts services the others use).
+## (with the race detector), then the fault matrix alone (it restarts services the others use), then a
+## small run of the three-replica churn test.
 test: lint up
 	/usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -p 2 $(PKGS)
 	$(MAKE) test-faults
+	$(MAKE) churn CHURN_CLUSTERS=4 CHURN_DELETES=2 CHURN_SEED=3  # the churn test's smoke (~3 min), so it cannot rot
 
 ## test-faults: the fault matrix (operation × real fault, one seed per cell); needs `make up`.
 FAULT_SEED ?= 1
