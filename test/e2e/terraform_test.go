@@ -109,16 +109,19 @@ func TestTerraformNewest(t *testing.T) {
 // RegionOne; cliCloud is the same user for the CLI in front of the same magnum-api.
 func terraformLifecycle(t *testing.T, api, cliCloud, provider, magnumConf string) {
 	name := "tf-" + suffix()
-	start := time.Now()
-	tf := newTofu(t, cloudDemo, fmt.Sprintf(terraformConfig, provider, name))
-	timed(t, api+": tofu init", start)
+	// step runs one tofu command and logs its TIMING line.
+	step := func(what string, run func()) {
+		start := time.Now()
+		run()
+		timed(t, api+": tofu "+what, start)
+	}
+	var tf *tofu
+	step("init", func() { tf = newTofu(t, cloudDemo, fmt.Sprintf(terraformConfig, provider, name)) })
 	counts := func(cluster, ng int) map[string]string {
 		return map[string]string{"node_count": fmt.Sprint(cluster), "ng_node_count": fmt.Sprint(ng)}
 	}
 
-	start = time.Now()
-	tf.apply(counts(1, 1))
-	timed(t, api+": tofu apply template+cluster+nodegroup", start)
+	step("apply template+cluster+nodegroup", func() { tf.apply(counts(1, 1)) })
 	tmplID, clusterID, stackID := tf.output("template_id"), tf.output("cluster_id"), tf.output("stack_id")
 	require.NotEmpty(t, stackID)
 
@@ -145,29 +148,17 @@ func terraformLifecycle(t *testing.T, api, cliCloud, provider, magnumConf string
 	}
 	requireNodes(3)
 
-	start = time.Now()
-	tf.requireNoChanges(counts(1, 1))
-	timed(t, api+": tofu plan (empty) after apply", start)
+	step("plan (empty) after apply", func() { tf.requireNoChanges(counts(1, 1)) })
 
-	start = time.Now()
-	tf.apply(counts(1, 2))
-	timed(t, api+": tofu apply nodegroup node_count 1→2", start)
-	start = time.Now()
-	tf.requireNoChanges(counts(1, 2))
-	timed(t, api+": tofu plan (empty) after nodegroup resize", start)
+	step("apply nodegroup node_count 1→2", func() { tf.apply(counts(1, 2)) })
+	step("plan (empty) after nodegroup resize", func() { tf.requireNoChanges(counts(1, 2)) })
 	requireNodes(4)
 
-	start = time.Now()
-	tf.apply(counts(2, 2))
-	timed(t, api+": tofu apply cluster node_count 1→2", start)
-	start = time.Now()
-	tf.requireNoChanges(counts(2, 2))
-	timed(t, api+": tofu plan (empty) after cluster resize", start)
+	step("apply cluster node_count 1→2", func() { tf.apply(counts(2, 2)) })
+	step("plan (empty) after cluster resize", func() { tf.requireNoChanges(counts(2, 2)) })
 	requireNodes(5)
 
-	start = time.Now()
-	tf.destroy(counts(2, 2))
-	timed(t, api+": tofu destroy", start)
+	step("destroy", func() { tf.destroy(counts(2, 2)) })
 
 	// Nothing left: not in Magnum (API and database) ...
 	_, err = showCluster(t, cliCloud, clusterID)
