@@ -8,6 +8,7 @@ for f in "$MCB_RUN"/bridge-newest*.pid "$MCB_RUN"/bridge*.pid; do
   [ -e "$f" ] || continue
   n=${f##*/}; stop_pid "${n%.pid}" 30
 done
+stop_pid horizon 30
 "$here/capo-down.sh"
 "$here/mgmt-down.sh"
 "$here/openstack/newest-down.sh"

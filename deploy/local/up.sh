@@ -2,7 +2,7 @@
 # Brings up the whole local stack on 127.0.0.1: the machine's RabbitMQ/MariaDB/PostgreSQL, Keystone and
 # magnum-api 15.0.1 (Debian packages) with a small fake of Glance/Nova/Neutron, magnum-api 23.0.0 in a
 # Debian forky chroot next to it, a Kubernetes management cluster with Cluster API (built from the Go
-# module proxy), and one bridge per magnum-api. Idempotent.
+# module proxy), one bridge per magnum-api, and Horizon with magnum-ui on 127.0.0.1:8080. Idempotent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
@@ -13,6 +13,10 @@ t0=$SECONDS
 tofu_build=$!
 "$here/services.sh"
 "$here/openstack/up.sh"
+# Horizon + magnum-ui and the headless browser of the Horizon end-to-end test, in the background as
+# well; after openstack/up.sh, whose apt run must not overlap another one's temporary policy-rc.d.
+"$here/horizon-up.sh" >>"$MCB_LOG/horizon-up.log" 2>&1 &
+horizon_up=$!
 "$here/openstack/newest-up.sh"
 "$here/mgmt-up.sh"
 # CAPO is built (cached) so the production mapping's dry-run test can start it; it only runs when asked.
@@ -22,6 +26,10 @@ tofu_build=$!
 if ! wait "$tofu_build"; then
   tail -n 30 "$MCB_LOG/build-tofu.log" >&2
   log "ERROR: building OpenTofu failed (log: $MCB_LOG/build-tofu.log)"; exit 1
+fi
+if ! wait "$horizon_up"; then
+  tail -n 30 "$MCB_LOG/horizon-up.log" >&2
+  log "ERROR: bringing up Horizon failed (log: $MCB_LOG/horizon-up.log)"; exit 1
 fi
 log "local stack up in $((SECONDS - t0))s"
 cat <<MSG
@@ -45,6 +53,8 @@ The same through magnum-api 23.0.0 (region RegionTwo; its magnumclient 5 has nod
       --flavor m1.small --master-flavor m1.medium --keypair default
   chroot /srv/magnum-forky openstack --os-cloud devstack-newest coe cluster create demo23 \\
       --cluster-template k8s-v1.36 --master-count 1 --node-count 2
+
+Horizon (magnum-ui), as demo / secretdemo: http://127.0.0.1:8080/project/clusters/
 
 Management cluster kubeconfig: $(make -s -C "$here/../.." kubeconfig 2>/dev/null || echo "$MCB_STATE/mgmt/admin.kubeconfig")
 Logs: $MCB_LOG   PID files: $MCB_RUN   Stop: make down
