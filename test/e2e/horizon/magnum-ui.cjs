@@ -156,7 +156,7 @@ async function phaseCreate() {
   const res = {};
   await step('login', login);
   await step('template create (dialog)', async () => {
-    await page.getByRole('button', { name: 'Create Cluster Template', exact: true }).click();
+    await page.locator('button', { hasText: /^\s*Create Cluster Template\s*$/ }).click();
     await modal().locator('#name').fill(job.template);
     await selectLabel('coe', 'Kubernetes');
     await tab('Node Spec');
@@ -175,7 +175,7 @@ async function phaseCreate() {
   await page.goto(`${job.base}/project/clusters/`);
   let submitted;
   await step('cluster create dialog → 201', async () => {
-    await page.getByRole('button', { name: 'Create Cluster', exact: true }).click();
+    await page.locator('button', { hasText: /^\s*Create Cluster\s*$/ }).click();
     await modal().locator('#name').fill(job.cluster);
     await selectLabel('cluster_template_id', job.template);
     // The dialog then loads the template and takes its flavors and master count from it.
