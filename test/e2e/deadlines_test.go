@@ -11,20 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestOperationDeadlines: an update whose CAPI never converges ends UPDATE_FAILED after
+// operationDeadlines: an update whose CAPI never converges ends UPDATE_FAILED after
 // update_timeout with a reason naming CAPI's condition; the reason survives later CAPI events and a
 // restart of the bridge; the same for a delete (DELETE_FAILED after delete_timeout), which still
 // finishes once CAPI deletes the cluster. CAPI is made to never converge the real way: the
 // Cluster is paused (spec.paused), as an operator or a stuck controller would leave it.
 //
-// It restarts the bridge with one-minute deadlines, so it runs in the fault stage (alone).
-func TestOperationDeadlines(t *testing.T) {
-	requireStack(t)
-	if os.Getenv("MCB_FAULTS") != "1" {
-		t.Skip("restarts the bridge with one-minute deadlines: `make test` runs it alone in its fault stage (MCB_FAULTS=1)")
-	}
+// It restarts the bridge instance (zed or newest, serving cloud; its namespaces are nsPrefix<project>)
+// with one-minute deadlines, so it runs in the fault stage: TestFaultMatrix runs it against the Magnum
+// 23 bridge while it prepares its clusters (creates, which these deadlines do not bound).
+func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	bridgeUp := func(extra string) {
-		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), "zed")
+		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), instance)
 		cmd.Env = append(os.Environ(), "BRIDGE_EXTRA_CONFIG="+extra)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, string(out))
@@ -33,15 +31,15 @@ func TestOperationDeadlines(t *testing.T) {
 	bridgeUp(short)
 	t.Cleanup(func() { bridgeUp("") })
 
-	tmpl := createTemplate(t, cloudDemo)
-	id := createCluster(t, cloudDemo, tmpl, "deadline-"+suffix(), "--node-count", "1")
-	c := waitStatus(t, cloudDemo, id, 8*time.Minute, "CREATE_COMPLETE")
+	tmpl := createTemplate(t, cloud)
+	id := createCluster(t, cloud, tmpl, "deadline-"+suffix(), "--node-count", "1")
+	c := waitStatus(t, cloud, id, 8*time.Minute, "CREATE_COMPLETE")
 	pause := func(paused bool) {
 		v := "true"
 		if !paused {
 			v = "false"
 		}
-		out, err := kubectl(t, mgmtKubeconfig, "patch", "clusters.cluster.x-k8s.io", "-n", "magnum-"+c.ProjectID, c.StackID,
+		out, err := kubectl(t, mgmtKubeconfig, "patch", "clusters.cluster.x-k8s.io", "-n", nsPrefix+c.ProjectID, c.StackID,
 			"--type=merge", "-p", `{"spec":{"paused":`+v+`}}`)
 		require.NoError(t, err, out)
 	}
@@ -49,8 +47,8 @@ func TestOperationDeadlines(t *testing.T) {
 	// An update CAPI never carries out.
 	pause(true)
 	start := time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "update", id, "replace", "node_count=2")
-	c = waitUntil(t, id, 4*time.Minute, "UPDATE_FAILED")
+	mustOpenstack(t, cloud, "coe", "cluster", "update", id, "replace", "node_count=2")
+	c = waitUntil(t, cloud, id, 4*time.Minute, "UPDATE_FAILED")
 	timed(t, "update never converging → UPDATE_FAILED", start)
 	require.Contains(t, c.StatusReason, "update_timeout of 1m0s")
 	require.Contains(t, c.StatusReason, "Paused")
@@ -61,7 +59,7 @@ func TestOperationDeadlines(t *testing.T) {
 	pause(false)
 	bridgeUp(short + "\n# restart")
 	time.Sleep(45 * time.Second)
-	c, err := showCluster(t, cloudDemo, id)
+	c, err := showCluster(t, cloud, id)
 	require.NoError(t, err)
 	require.Equal(t, "UPDATE_FAILED", c.Status)
 	require.Equal(t, reason, c.StatusReason, "a *_FAILED reason lasts until the next operation")
@@ -69,22 +67,22 @@ func TestOperationDeadlines(t *testing.T) {
 	// A delete CAPI never finishes, then does.
 	pause(true)
 	start = time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
-	c = waitUntil(t, id, 4*time.Minute, "DELETE_FAILED")
+	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
+	c = waitUntil(t, cloud, id, 4*time.Minute, "DELETE_FAILED")
 	timed(t, "delete never finishing → DELETE_FAILED", start)
 	require.Contains(t, c.StatusReason, "delete_timeout of 1m0s")
 	pause(false)
-	waitGone(t, cloudDemo, id, 5*time.Minute)
+	waitGone(t, cloud, id, 5*time.Minute)
 	timed(t, "DELETE_FAILED → gone once CAPI deleted the cluster", start)
 }
 
 // waitUntil polls the CLI until the cluster has status want (failing on any other final status).
-func waitUntil(t *testing.T, id string, timeout time.Duration, want string) *clusterShow {
+func waitUntil(t *testing.T, cloud, id string, timeout time.Duration, want string) *clusterShow {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last *clusterShow
 	for time.Now().Before(deadline) {
-		c, err := showCluster(t, cloudDemo, id)
+		c, err := showCluster(t, cloud, id)
 		require.NoError(t, err)
 		last = c
 		if c.Status == want {
