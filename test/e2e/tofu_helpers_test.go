@@ -29,13 +29,13 @@ type tofu struct {
 }
 
 // newTofu writes the configuration into a fresh directory and runs `tofu init` (offline: the
-// provider comes from the mirror). It skips when OpenTofu is not built, and registers a destroy so
+// provider comes from the mirror). It fails when OpenTofu is not built, and registers a destroy so
 // that nothing the configuration made outlives the test.
 func newTofu(t *testing.T, cloud, config string) *tofu {
 	t.Helper()
 	for _, f := range []string{"tofu", "tofurc"} {
 		if _, err := os.Stat(filepath.Join(tofuDir, f)); err != nil {
-			t.Skipf("OpenTofu is not built (%v): run deploy/local/build-tofu.sh (`make up` runs it)", err)
+			t.Fatalf("OpenTofu is not built (%v): run deploy/local/build-tofu.sh (`make up` runs it)", err)
 		}
 	}
 	dir := t.TempDir()
