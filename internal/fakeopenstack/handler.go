@@ -266,6 +266,14 @@ func (c *Cloud) imageMatches(img Image, q url.Values) bool {
 		if imageListControls[key] {
 			continue
 		}
+		if key == "tag" { // repeated: the image must carry every tag (CAPO's image filter by tags)
+			for _, want := range values {
+				if !slices.Contains(img.Tags, want) {
+					return false
+				}
+			}
+			continue
+		}
 		got, ok := doc[key]
 		if !ok || got == nil {
 			return false

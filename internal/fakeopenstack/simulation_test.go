@@ -3,6 +3,7 @@ package fakeopenstack
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -350,4 +351,24 @@ func TestInstanceQuota(t *testing.T) {
 	own, err := quotasets.Get(ctx, a.compute, "project-a").Extract()
 	require.NoError(t, err)
 	assert.Equal(t, 1, own.Instances)
+}
+
+// TestImageTagFilter: CAPO's image filter by tags lists images with ?tag=a&tag=b (all must match).
+func TestImageTagFilter(t *testing.T) {
+	seed := DefaultSeed()
+	seed.Images[1].Tags = []string{"capi", "kube-v1.36"}
+	cloud, err := New(seed)
+	require.NoError(t, err)
+	srv := httptest.NewServer(cloud.Handler(ImageService))
+	t.Cleanup(srv.Close)
+	for query, want := range map[string]int{"tag=capi": 1, "tag=capi&tag=kube-v1.36": 1, "tag=capi&tag=other": 0, "": 2} {
+		resp, err := http.Get(srv.URL + "/v2/images?" + query)
+		require.NoError(t, err)
+		var body struct {
+			Images []map[string]any `json:"images"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		assert.Len(t, body.Images, want, query)
+	}
 }
