@@ -564,6 +564,12 @@ func (c *Cloud) neutronUpdate(coll string) http.HandlerFunc {
 			return
 		}
 		d = cloneDoc(d)
+		if _, ok := in["port_id"]; coll == "floatingips" && !ok {
+			// Neutron's API reference: "To disassociate the floating IP, port_id should be set
+			// to null or omitted from the request" — and gophercloud omits a nil PortID, so this
+			// is how CAPO disassociates.
+			in["port_id"] = nil
+		}
 		for k, v := range in {
 			switch {
 			case k == "id" || k == "project_id" || k == "tenant_id" || k == "fixed_ips" && coll == "ports":

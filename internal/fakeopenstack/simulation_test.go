@@ -191,6 +191,15 @@ func TestCAPOCallSequence(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ACTIVE", fipNow.Status)
 	assert.Equal(t, lb.VipAddress, fipNow.FixedIP)
+	// CAPO disassociates with a nil PortID, which gophercloud leaves out of the body.
+	_, err = floatingips.Update(ctx, a.network, fip.ID, floatingips.UpdateOpts{PortID: nil}).Extract()
+	require.NoError(t, err)
+	fipNow, err = floatingips.Get(ctx, a.network, fip.ID).Extract()
+	require.NoError(t, err)
+	assert.Equal(t, "DOWN", fipNow.Status)
+	assert.Empty(t, fipNow.PortID)
+	_, err = floatingips.Update(ctx, a.network, fip.ID, floatingips.UpdateOpts{PortID: &lb.VipPortID}).Extract()
+	require.NoError(t, err)
 
 	// A control plane machine (compute/instance.go, networking/port.go): server group, port, server.
 	group, err := servergroups.Create(ctx, a.compute, servergroups.CreateOpts{Name: "magnum-demo-control-plane", Policies: []string{"soft-anti-affinity"}}).Extract()
