@@ -30,6 +30,8 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/quotasets"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/applicationcredentials"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/utils/v2/openstack/clientconfig"
@@ -295,12 +297,46 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 	if flavorID != flavorMedium {
 		t.Errorf("flavor m1.medium resolved to %q", flavorID)
 	}
+	// The bridge creates the node group's server group (internal/compute); CAPO only references it.
+	computeClient, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{})
+	must(t, "compute client", err)
+	group, err := servergroups.Create(ctx, computeClient, servergroups.CreateOpts{Name: "caposim-control-plane",
+		Policies: []string{"anti-affinity"}}).Extract()
+	must(t, "server group", err)
 	userData := "#cloud-config\n# kubeadm: cloud-provider=external\n"
 	instance, err := computeService.CreateInstance(osc, &compute.InstanceSpec{
 		Name: machineName, ImageID: imageID, FlavorID: flavorID, SSHKeyName: keypair, UserData: userData,
 		Metadata: map[string]string{"magnum_nodegroup": "default-master"}, FailureDomain: "nova", Tags: tags,
+		ServerGroupID: group.ID,
 	}, []string{resources.Ports[0].ID})
 	must(t, "CreateInstance", err)
+	group, err = servergroups.Get(ctx, computeClient, group.ID).Extract()
+	must(t, "server group", err)
+	if len(group.Members) != 1 || group.Members[0] != instance.ID() {
+		t.Errorf("server group members %v, want [%s]", group.Members, instance.ID())
+	}
+
+	// Nova's instance quota, set by an admin, refuses the next server with Nova's message, which
+	// CAPO passes on.
+	adminOpts, err := clientconfig.AuthOptions(&clientconfig.ClientOpts{Cloud: "devstack-admin"})
+	must(t, "admin auth options", err)
+	admin, err := openstack.AuthenticatedClient(ctx, *adminOpts)
+	must(t, "admin token", err)
+	admin.EndpointLocator = sim.locate
+	adminCompute, err := openstack.NewComputeV2(admin, gophercloud.EndpointOpts{})
+	must(t, "admin compute client", err)
+	_, err = quotasets.Update(ctx, adminCompute, projectID, quotasets.UpdateOpts{Instances: ptr.To(1)}).Extract()
+	must(t, "quota", err)
+	spare := portSpecs[0]
+	spare.Name = machineName + "-spare"
+	sparePort, err := net.EnsurePort(osc, &spare, infrav1.PortStatus{})
+	must(t, "spare port", err)
+	_, err = computeService.CreateInstance(osc, &compute.InstanceSpec{Name: machineName + "-2", ImageID: imageID,
+		FlavorID: flavorID}, []string{sparePort.ID})
+	if err == nil || !strings.Contains(err.Error(), "Quota exceeded for instances: Requested 1, but already used 1 of 1 instances") {
+		t.Errorf("a second server past the quota of 1: %v", err)
+	}
+	must(t, "DeletePort spare", net.DeletePort(osc, sparePort.ID))
 	status, err := computeService.GetInstanceStatusByName(osc, machineName)
 	must(t, "GetInstanceStatusByName", err)
 	if status == nil || status.ID() != instance.ID() || status.State() != infrav1.InstanceStateActive {
@@ -318,7 +354,7 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 	held := sim.resources(t, projectID)
 	for coll, want := range map[string]int{"networks": 1, "subnets": 1, "routers": 1, "security-groups": 2,
 		"servers": 1, "floatingips": 1, "lb:loadbalancers": 1, "lb:listeners": 1, "lb:pools": 1,
-		"lb:members": 1, "lb:healthmonitors": 1, "ports": 3} { // server, router interface, VIP
+		"lb:members": 1, "lb:healthmonitors": 1, "ports": 3, "server-groups": 1} { // server, router interface, VIP
 		if len(held[coll]) != want {
 			t.Errorf("%s: %d in the project, want %d (%v)", coll, len(held[coll]), want, held)
 		}
@@ -336,14 +372,15 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 	must(t, "DeleteClusterPorts", net.DeleteClusterPorts(osc))
 	must(t, "DeleteNetwork", net.DeleteNetwork(osc, clusterResourceName))
 	must(t, "DeleteSecurityGroups", net.DeleteSecurityGroups(osc, clusterResourceName))
+	must(t, "server group delete", servergroups.Delete(ctx, computeClient, group.ID).ExtractErr())
 	if left := sim.resources(t, projectID); len(left) != 0 {
 		t.Errorf("left behind in the project after CAPO's deletion: %v", left)
 	}
 
-	// Every call was authenticated as the application credential, in its project.
+	// Every other call was authenticated as the application credential, in its project.
 	var calls int
 	for _, r := range sim.requests(t) {
-		if r.ProjectID == "" {
+		if r.ProjectID == "" || strings.HasPrefix(r.Path, "/v2.1/os-quota-sets/") { // the admin's quota
 			continue
 		}
 		calls++
