@@ -1,9 +1,11 @@
 package fakeopenstack
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -380,4 +382,49 @@ func TestImageTagFilter(t *testing.T) {
 		resp.Body.Close()
 		assert.Len(t, body.Images, want, query)
 	}
+}
+
+// TestInstanceQuotaHoldsUnderConcurrentCreates: controllers create servers concurrently; the quota
+// check and the create are one step, so exactly the quota's worth succeed.
+func TestInstanceQuotaHoldsUnderConcurrentCreates(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t, WithInstanceQuota(5))
+	a := sim.clients("token-a")
+	results := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			_, err := novaservers.Create(ctx, a.compute, novaservers.CreateOpts{Name: fmt.Sprintf("s%d", i),
+				ImageRef: ImageKube1363ID, FlavorRef: "2"}, nil).Extract()
+			results <- err
+		}()
+	}
+	var ok, refused int
+	for range 20 {
+		err := <-results
+		switch {
+		case err == nil:
+			ok++
+		case gophercloud.ResponseCodeIs(err, http.StatusForbidden):
+			refused++
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	assert.Equal(t, 5, ok)
+	assert.Equal(t, 15, refused)
+	assert.Len(t, sim.cloud.ProjectResources("project-a")["servers"], 5)
+}
+
+// TestRequestLogLineNamesTheCredentialNotTheToken: the JSON line of a simulated call carries the
+// project and application credential id, never the token.
+func TestRequestLogLineNamesTheCredentialNotTheToken(t *testing.T) {
+	var sink bytes.Buffer
+	sim := startSim(t, WithRequestLog(&sink))
+	_, err := networks.Create(context.Background(), sim.clients("token-a-appcred").network, networks.CreateOpts{Name: "n"}).Extract()
+	require.NoError(t, err)
+	line := sink.String()
+	assert.Contains(t, line, `"project_id":"project-a"`)
+	assert.Contains(t, line, `"application_credential_id":"appcred-1"`)
+	assert.Contains(t, line, `"auth_methods":["application_credential"]`)
+	assert.NotContains(t, line, "token-a-appcred")
 }
