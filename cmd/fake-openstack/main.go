@@ -43,7 +43,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fakeopenstack.ImageService:   fs.String("image-listen", "127.0.0.1:9292", "listen address of the image (Glance) API; empty disables it"),
 		fakeopenstack.ComputeService: fs.String("compute-listen", "127.0.0.1:8774", "listen address of the compute (Nova) API; empty disables it"),
 		fakeopenstack.NetworkService: fs.String("network-listen", "127.0.0.1:9696", "listen address of the network (Neutron) API; empty disables it"),
-		// Off by default: the local stack's catalog has no load-balancer endpoint yet.
+		// Off by default: the local stack's catalog has no load-balancer or block-storage endpoint yet.
+		fakeopenstack.VolumeService:       fs.String("volume-listen", "", "listen address of the block-storage (Cinder v3) API, e.g. 127.0.0.1:8776; empty disables it"),
 		fakeopenstack.LoadBalancerService: fs.String("load-balancer-listen", "", "listen address of the load-balancer (Octavia) API, e.g. 127.0.0.1:9876; empty disables it"),
 	}
 	inspectListen := fs.String("inspect-listen", "", "listen address of the simulator's inspection API (GET /requests, GET /projects/{id}/resources); empty disables it")

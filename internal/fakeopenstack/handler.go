@@ -26,7 +26,7 @@ const (
 )
 
 // Services lists every service in a fixed order.
-var Services = []Service{ImageService, ComputeService, NetworkService, LoadBalancerService}
+var Services = []Service{ImageService, ComputeService, NetworkService, LoadBalancerService, VolumeService}
 
 // Cloud serves one seed on the three APIs.
 type Cloud struct {
@@ -89,6 +89,7 @@ func New(seed Seed, opts ...Option) (*Cloud, error) {
 		ComputeService:      c.wrap(ComputeService, c.computeRoutes()),
 		NetworkService:      c.wrap(NetworkService, c.networkRoutes()),
 		LoadBalancerService: c.wrap(LoadBalancerService, c.loadBalancerRoutes()),
+		VolumeService:       c.wrap(VolumeService, c.volumeRoutes()),
 	}
 	return c, nil
 }

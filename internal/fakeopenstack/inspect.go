@@ -39,8 +39,11 @@ func (c *Cloud) ProjectResources(project string) map[string][]string {
 	for name, coll := range c.sim.colls {
 		for _, d := range coll.all() {
 			owner := str(d, "project_id")
-			if name == "servers" {
+			switch name {
+			case "servers":
 				owner = str(d, "tenant_id")
+			case "volumes":
+				owner = str(d, "os-vol-tenant-attr:tenant_id")
 			}
 			if owner == project {
 				out[name] = append(out[name], str(d, "id"))

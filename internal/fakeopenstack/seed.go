@@ -6,9 +6,9 @@
 // extension list), from seed data. Tokens are not required there; a valid one adds the caller's own
 // simulated networks and subnets to the lists.
 //
-// The simulation part (simstate.go, neutron.go, servers.go, octavia.go, servergroups.go) keeps the
+// The simulation part (simstate.go, neutron.go, servers.go, cinder.go, octavia.go, servergroups.go) keeps the
 // resources Cluster API Provider OpenStack v0.14.2 creates — networks, subnets, routers, security
-// groups and rules, ports, floating IPs, servers, server groups, load balancers with listeners,
+// groups and rules, ports, floating IPs, servers, server groups, volumes, load balancers with listeners,
 // pools, members and monitors — in memory, per project, with Nova's instance quota. Every one of
 // its routes requires a token, validated with Keystone (KeystoneCallers; without it every token
 // shares one project). Nothing boots: servers and load balancers are ACTIVE at once. docs/

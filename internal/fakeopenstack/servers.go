@@ -100,11 +100,6 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 		novaFault(w, http.StatusBadRequest, "Block Device Mapping is Invalid: You specified more local devices than the limit allows")
 		return
 	}
-	if bootFromVolume {
-		// Cinder is not simulated: a volume-backed server would need a volume to exist.
-		novaFault(w, http.StatusBadRequest, "Block Device Mapping is Invalid: the fake OpenStack does not simulate Cinder volumes (boot from volume)")
-		return
-	}
 	keyName := str(in, "key_name")
 	if keyName != "" && !slices.ContainsFunc(c.seed.Keypairs, func(k Keypair) bool { return k.Name == keyName }) {
 		novaFault(w, http.StatusBadRequest, "Invalid key_name provided.")
@@ -150,6 +145,11 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 		novaFault(w, http.StatusForbidden, fmt.Sprintf("Quota exceeded for instances: Requested 1, but already used %d of %d instances", used, quota))
 		return
 	}
+	volumes, msg := c.checkVolumesLocked(bdms, caller.ProjectID)
+	if msg != "" {
+		novaFault(w, http.StatusBadRequest, msg)
+		return
+	}
 	// Ports: CAPO creates them and passes {"port": id}; {"uuid": network} makes Nova create one.
 	var portIDs, novaPorts []string
 	nets, _ := in["networks"].([]any)
@@ -181,6 +181,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	if az == "" {
 		az = FakeAvailabilityZone
 	}
+	c.attachVolumesLocked(volumes, id)
 	for _, pid := range portIDs {
 		p := c.sim.coll("ports").docs[pid]
 		p["device_id"], p["device_owner"], p["status"] = id, "compute:"+az, "ACTIVE"
@@ -195,7 +196,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 		"status": "ACTIVE", "image_id": imageID, "flavor_id": flavor.ID, "key_name": nullable(keyName),
 		"metadata": metadata, "user_data": nullable(userData), "tags": orEmpty(tags),
 		"availability_zone": az, "server_group": groupID, "ports": portIDs, "nova_ports": orEmpty(novaPorts),
-		"block_device_mapping_v2": bdms, "config_drive": in["config_drive"],
+		"block_device_mapping_v2": bdms, "volumes": orEmptyAny(volumes), "config_drive": in["config_drive"],
 		"created": now(), "updated": now(),
 		"launched_at": time.Now().UTC().Format("2006-01-02T15:04:05.000000"), // Nova's format, no zone
 	}
@@ -283,7 +284,7 @@ func (c *Cloud) serverDocLocked(r *http.Request, s doc, v microversion) doc {
 		"OS-EXT-AZ:availability_zone": s["availability_zone"], "OS-EXT-STS:power_state": 1,
 		"OS-EXT-STS:task_state": nil, "OS-EXT-STS:vm_state": "active",
 		"OS-SRV-USG:launched_at": s["launched_at"], "OS-SRV-USG:terminated_at": nil,
-		"os-extended-volumes:volumes_attached": []any{}, "security_groups": orEmptyAny(secGroups),
+		"os-extended-volumes:volumes_attached": orEmptyAny(anySlice(s["volumes"])), "security_groups": orEmptyAny(secGroups),
 		// Nova shows user_data (2.3+) to admins only; the simulator shows it to the project so that
 		// tests and operators can read what a machine would have booted with.
 		"OS-EXT-SRV-ATTR:user_data": s["user_data"],
@@ -395,6 +396,7 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request) {
 			p["device_id"], p["device_owner"], p["status"], p["binding:host_id"] = "", "", "DOWN", ""
 		}
 	}
+	c.detachVolumesLocked(s)
 	if g := str(s, "server_group"); g != "" {
 		c.groups.removeMember(caller.ProjectID, g, str(s, "id"))
 	}
@@ -532,4 +534,9 @@ func (c *Cloud) updateQuotaSet(w http.ResponseWriter, r *http.Request) {
 		c.sim.quotas[project]["instances"] = n
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"quota_set": c.quotaSetDoc(project)})
+}
+
+func anySlice(v any) []any {
+	l, _ := v.([]any)
+	return l
 }

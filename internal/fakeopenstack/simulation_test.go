@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/attachinterfaces"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/keypairs"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/quotasets"
@@ -54,12 +55,12 @@ func simCallers(_ context.Context, token string) (Caller, error) {
 // simClients are gophercloud service clients of one token, built the way openstack.NewComputeV2,
 // NewNetworkV2 and NewLoadBalancerV2 build them from a catalog.
 type simClients struct {
-	compute, network, lb *gophercloud.ServiceClient
+	compute, network, lb, volume *gophercloud.ServiceClient
 }
 
 type simCloud struct {
-	cloud                         *Cloud
-	computeURL, networkURL, lbURL string
+	cloud                                    *Cloud
+	computeURL, networkURL, lbURL, volumeURL string
 }
 
 func startSim(t *testing.T, opts ...Option) simCloud {
@@ -68,7 +69,7 @@ func startSim(t *testing.T, opts ...Option) simCloud {
 	require.NoError(t, err)
 	var s simCloud
 	s.cloud = cloud
-	for svc, dst := range map[Service]*string{ComputeService: &s.computeURL, NetworkService: &s.networkURL, LoadBalancerService: &s.lbURL} {
+	for svc, dst := range map[Service]*string{ComputeService: &s.computeURL, NetworkService: &s.networkURL, LoadBalancerService: &s.lbURL, VolumeService: &s.volumeURL} {
 		srv := httptest.NewServer(cloud.Handler(svc))
 		t.Cleanup(srv.Close)
 		*dst = srv.URL
@@ -76,7 +77,10 @@ func startSim(t *testing.T, opts ...Option) simCloud {
 	return s
 }
 
-func (s simCloud) clients(token string) simClients {
+func (s simCloud) clients(token string) simClients { return s.clientsOf(token, "") }
+
+// clientsOf also builds a volume client; Cinder's catalog URL names the project.
+func (s simCloud) clientsOf(token, project string) simClients {
 	pc := &gophercloud.ProviderClient{HTTPClient: http.Client{}}
 	pc.SetToken(token)
 	return simClients{
@@ -84,6 +88,7 @@ func (s simCloud) clients(token string) simClients {
 		compute: &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: s.computeURL + "/v2.1/", Type: "compute", Microversion: "2.53"},
 		network: &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: s.networkURL + "/", ResourceBase: s.networkURL + "/v2.0/", Type: "network"},
 		lb:      &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: s.lbURL + "/", ResourceBase: s.lbURL + "/v2.0/", Type: "load-balancer"},
+		volume:  &gophercloud.ServiceClient{ProviderClient: pc, Endpoint: s.volumeURL + "/v3/" + project + "/", Type: "block-storage"},
 	}
 }
 
@@ -427,4 +432,51 @@ func TestRequestLogLineNamesTheCredentialNotTheToken(t *testing.T) {
 	assert.Contains(t, line, `"application_credential_id":"appcred-1"`)
 	assert.Contains(t, line, `"auth_methods":["application_credential"]`)
 	assert.NotContains(t, line, "token-a-appcred")
+}
+
+// TestRootVolume: CAPO's root volume — a volume from the image, waited for until available, the
+// server booted from it with delete_on_termination; in use it cannot be deleted, and it goes with
+// the server.
+func TestRootVolume(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	a := sim.clientsOf("token-a", "project-a")
+	_, err := volumes.Create(ctx, a.volume, volumes.CreateOpts{Name: "m-root", Size: 10, ImageID: ImageKube1363ID}, nil).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "smaller than the image's min_disk: %v", err)
+	vol, err := volumes.Create(ctx, a.volume, volumes.CreateOpts{Name: "m-root", Size: 25, ImageID: ImageKube1363ID,
+		Description: "Root volume for m"}, nil).Extract()
+	require.NoError(t, err)
+	page, err := volumes.List(a.volume, volumes.ListOpts{Name: "m-root", TenantID: "project-a"}).AllPages(ctx)
+	require.NoError(t, err)
+	listed, err := volumes.ExtractVolumes(page)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	assert.Equal(t, "available", listed[0].Status)
+	_, err = volumes.Get(ctx, sim.clientsOf("token-b", "project-a").volume, vol.ID).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "another project's URL: %v", err)
+	_, err = volumes.Get(ctx, sim.clientsOf("token-b", "project-b").volume, vol.ID).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusNotFound), "another project's volume: %v", err)
+
+	srv, err := novaservers.Create(ctx, a.compute, novaservers.CreateOpts{Name: "m", FlavorRef: "3",
+		BlockDevice: []novaservers.BlockDevice{{SourceType: novaservers.SourceVolume, DestinationType: novaservers.DestinationVolume,
+			UUID: vol.ID, BootIndex: 0, DeleteOnTermination: true}}}, nil).Extract()
+	require.NoError(t, err)
+	got, err := novaservers.Get(ctx, a.compute, srv.ID).Extract()
+	require.NoError(t, err)
+	require.Len(t, got.AttachedVolumes, 1)
+	assert.Equal(t, vol.ID, got.AttachedVolumes[0].ID)
+	inUse, err := volumes.Get(ctx, a.volume, vol.ID).Extract()
+	require.NoError(t, err)
+	assert.Equal(t, "in-use", inUse.Status)
+	err = volumes.Delete(ctx, a.volume, vol.ID, volumes.DeleteOpts{}).ExtractErr()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "a volume in use: %v", err)
+	_, err = novaservers.Create(ctx, a.compute, novaservers.CreateOpts{Name: "m2", FlavorRef: "3",
+		BlockDevice: []novaservers.BlockDevice{{SourceType: novaservers.SourceVolume, DestinationType: novaservers.DestinationVolume,
+			UUID: vol.ID, BootIndex: 0}}}, nil).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "a second server on the same volume: %v", err)
+
+	require.NoError(t, novaservers.Delete(ctx, a.compute, srv.ID).ExtractErr())
+	_, err = volumes.Get(ctx, a.volume, vol.ID).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusNotFound), "deleted with the server: %v", err)
+	assert.Empty(t, sim.cloud.ProjectResources("project-a"))
 }

@@ -2,7 +2,7 @@
 // pkg/cloud/services/{networking,loadbalancer,compute} and pkg/clients, unmodified) against the
 // fake-openstack simulator: what CAPO's OpenStackCluster and OpenStackServer controllers do for a
 // cluster with managed networking, managed security groups, an API load balancer with a floating IP
-// and a control plane server, then their deletions — with CAPO's own Keystone authentication
+// and a control plane server on a root volume, then their deletions — with CAPO's own Keystone authentication
 // (scope.NewProviderClient) as an application credential of the local stack's Keystone.
 //
 // It is its own module (CAPO's dependency tree stays out of the bridge's go.mod) and talks to a
@@ -75,7 +75,9 @@ func freeAddr(t *testing.T) string {
 
 // simulator builds cmd/fake-openstack from this checkout and starts it on free ports.
 type simulator struct {
-	image, compute, network, lb, inspect string
+	image, compute, network, lb, volume, inspect string
+	// project is where Cinder's catalog URL points (it names the project).
+	project string
 }
 
 func startSimulator(t *testing.T, keystoneURL string) simulator {
@@ -86,10 +88,10 @@ func startSimulator(t *testing.T, keystoneURL string) simulator {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building fake-openstack: %v\n%s", err, out)
 	}
-	s := simulator{image: freeAddr(t), compute: freeAddr(t), network: freeAddr(t), lb: freeAddr(t), inspect: freeAddr(t)}
+	s := simulator{image: freeAddr(t), compute: freeAddr(t), network: freeAddr(t), lb: freeAddr(t), volume: freeAddr(t), inspect: freeAddr(t)}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--image-listen", s.image, "--compute-listen", s.compute, "--network-listen", s.network,
-		"--load-balancer-listen", s.lb, "--inspect-listen", s.inspect, "--keystone-url", keystoneURL)
+		"--load-balancer-listen", s.lb, "--volume-listen", s.volume, "--inspect-listen", s.inspect, "--keystone-url", keystoneURL)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -113,7 +115,7 @@ func startSimulator(t *testing.T, keystoneURL string) simulator {
 }
 
 // locate redirects the catalog's endpoints to the simulator, as an operator's catalog would list it.
-func (s simulator) locate(opts gophercloud.EndpointOpts) (string, error) {
+func (s *simulator) locate(opts gophercloud.EndpointOpts) (string, error) {
 	switch opts.Type {
 	case "compute":
 		return "http://" + s.compute + "/v2.1/", nil
@@ -123,6 +125,8 @@ func (s simulator) locate(opts gophercloud.EndpointOpts) (string, error) {
 		return "http://" + s.image + "/", nil
 	case "load-balancer":
 		return "http://" + s.lb + "/", nil
+	case "block-storage":
+		return "http://" + s.volume + "/v3/" + s.project + "/", nil
 	}
 	return "", fmt.Errorf("the simulator has no %q service", opts.Type)
 }
@@ -230,6 +234,7 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 			ApplicationCredentialSecret: appCred.Secret}}
 	provider, clientOpts, projectID, err := scope.NewProviderClient(capoCloud, cloud.RegionName, nil, testr.New(t))
 	must(t, "CAPO's provider client", err)
+	sim.project = projectID
 	provider.EndpointLocator = sim.locate
 	sc := scope.NewWithLogger(capoScope{provider: provider, opts: clientOpts, project: projectID}, testr.New(t))
 
@@ -307,7 +312,7 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 	instance, err := computeService.CreateInstance(osc, &compute.InstanceSpec{
 		Name: machineName, ImageID: imageID, FlavorID: flavorID, SSHKeyName: keypair, UserData: userData,
 		Metadata: map[string]string{"magnum_nodegroup": "default-master"}, FailureDomain: "nova", Tags: tags,
-		ServerGroupID: group.ID,
+		ServerGroupID: group.ID, RootVolume: &infrav1.RootVolume{SizeGiB: 25},
 	}, []string{resources.Ports[0].ID})
 	must(t, "CreateInstance", err)
 	group, err = servergroups.Get(ctx, computeClient, group.ID).Extract()
@@ -354,7 +359,7 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 	held := sim.resources(t, projectID)
 	for coll, want := range map[string]int{"networks": 1, "subnets": 1, "routers": 1, "security-groups": 2,
 		"servers": 1, "floatingips": 1, "lb:loadbalancers": 1, "lb:listeners": 1, "lb:pools": 1,
-		"lb:members": 1, "lb:healthmonitors": 1, "ports": 3, "server-groups": 1} { // server, router interface, VIP
+		"lb:members": 1, "lb:healthmonitors": 1, "ports": 3, "server-groups": 1, "volumes": 1} { // server, router interface, VIP
 		if len(held[coll]) != want {
 			t.Errorf("%s: %d in the project, want %d (%v)", coll, len(held[coll]), want, held)
 		}
@@ -363,6 +368,7 @@ func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
 	// Deletion, in the order of CAPO's OpenStackServer and OpenStackCluster controllers.
 	must(t, "DeleteLoadBalancerMember", lbs.DeleteLoadBalancerMember(osc, machine, clusterResourceName))
 	must(t, "DeleteInstance", computeService.DeleteInstance(osc, status))
+	must(t, "DeleteVolumes", computeService.DeleteVolumes(machineName, &infrav1.RootVolume{SizeGiB: 25}, nil))
 	for _, p := range resources.Ports {
 		must(t, "DeleteInstanceTrunkAndPort", net.DeleteInstanceTrunkAndPort(osc, p, false))
 	}
