@@ -414,8 +414,9 @@ func (c *Cloud) createServerGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"server_group": serverGroupDoc(*g, v)})
 }
 
-// maxBody bounds request bodies; a server group is a few hundred bytes.
-const maxBody = 64 << 10
+// maxBody bounds request bodies: a server create carries up to 64 KiB of base64 user data (Nova's
+// limit, checked in servers.go) besides its other fields.
+const maxBody = 1 << 20
 
 func readBody(r *http.Request) ([]byte, error) {
 	defer r.Body.Close()

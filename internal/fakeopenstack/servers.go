@@ -17,6 +17,9 @@ import (
 // os-quota-sets for the per-project instance quota. A server is ACTIVE at once with its ports'
 // addresses; nothing boots.
 
+// maxUserData is Nova's limit on a server's base64-encoded user_data (its API schema's maxLength).
+const maxUserData = 65535
+
 // DefaultInstanceQuota is Nova's default `[quota] instances`.
 const DefaultInstanceQuota = 10
 
@@ -111,6 +114,11 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	userData := str(in, "user_data")
+	if len(userData) > maxUserData {
+		novaFault(w, http.StatusBadRequest, invalidInput("user_data", "<"+strconv.Itoa(len(userData))+" bytes>",
+			fmt.Sprintf("is longer than %d characters (Nova's limit on base64 user data)", maxUserData)))
+		return
+	}
 	if userData != "" {
 		if _, err := base64.StdEncoding.DecodeString(userData); err != nil {
 			novaFault(w, http.StatusBadRequest, "User data needs to be valid base 64.")

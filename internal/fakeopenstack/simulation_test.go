@@ -480,3 +480,19 @@ func TestRootVolume(t *testing.T) {
 	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusNotFound), "deleted with the server: %v", err)
 	assert.Empty(t, sim.cloud.ProjectResources("project-a"))
 }
+
+// TestUserDataLimit: Nova refuses base64 user data over 65535 characters; kubeadm's cloud-init
+// must fit.
+func TestUserDataLimit(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	a := sim.clients("token-a")
+	create := func(raw int) error {
+		_, err := novaservers.Create(ctx, a.compute, novaservers.CreateOpts{Name: "m", ImageRef: ImageKube1363ID, FlavorRef: "2",
+			UserData: bytes.Repeat([]byte("x"), raw)}, nil).Extract()
+		return err
+	}
+	require.NoError(t, create(49149)) // 65532 base64 characters
+	err := create(49150)              // 65536
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "%v", err)
+}
