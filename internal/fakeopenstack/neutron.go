@@ -198,6 +198,9 @@ func (c *Cloud) neutronCreate(coll string) http.HandlerFunc {
 			return
 		}
 		in, msg := decodeObject(r, neutronKinds[coll])
+		if msg == "" {
+			msg = wrongTypes(in)
+		}
 		if msg != "" {
 			neutronError(w, http.StatusBadRequest, "HTTPBadRequest", msg)
 			return
@@ -550,6 +553,9 @@ func (c *Cloud) neutronUpdate(coll string) http.HandlerFunc {
 			return
 		}
 		in, msg := decodeObject(r, neutronKinds[coll])
+		if msg == "" {
+			msg = wrongTypes(in)
+		}
 		if msg != "" {
 			neutronError(w, http.StatusBadRequest, "HTTPBadRequest", msg)
 			return

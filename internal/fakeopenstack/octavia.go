@@ -162,6 +162,9 @@ func (c *Cloud) octaviaCreate(coll string) http.HandlerFunc {
 			return
 		}
 		in, msg := decodeObject(r, octaviaKinds[coll])
+		if msg == "" {
+			msg = wrongTypes(in)
+		}
 		if msg != "" {
 			octaviaError(w, http.StatusBadRequest, msg)
 			return
@@ -263,6 +266,9 @@ func (c *Cloud) octaviaUpdate(coll string) http.HandlerFunc {
 			return
 		}
 		in, msg := decodeObject(r, octaviaKinds[coll])
+		if msg == "" {
+			msg = wrongTypes(in)
+		}
 		if msg != "" {
 			octaviaError(w, http.StatusBadRequest, msg)
 			return

@@ -206,3 +206,34 @@ func matchesFilters(d doc, q url.Values) bool {
 func newID() string { return uuid.NewString() }
 
 func jsonUnmarshalStrict(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+
+// stringAttributes are attributes the APIs define as strings (or null); a body giving another type
+// is refused the way Neutron's attribute validation refuses it, instead of being stored as is.
+var stringAttributes = []string{"name", "description", "network_id", "subnet_id", "cidr", "gateway_ip",
+	"device_id", "device_owner", "mac_address", "security_group_id", "direction", "ethertype", "protocol",
+	"remote_ip_prefix", "remote_group_id", "floating_network_id", "floating_ip_address", "port_id",
+	"vip_subnet_id", "vip_network_id", "vip_address", "loadbalancer_id", "listener_id", "pool_id",
+	"lb_algorithm", "type", "address", "provider", "flavor_id", "availability_zone"}
+
+// wrongTypes reports the first attribute of in whose JSON type is not what the API takes.
+func wrongTypes(in doc) string {
+	for _, k := range stringAttributes {
+		if v, ok := in[k]; ok && v != nil {
+			if _, isString := v.(string); !isString {
+				return fmt.Sprintf("Invalid input for %s. Reason: '%v' is not a valid string.", k, v)
+			}
+		}
+	}
+	if v, ok := in["tags"]; ok && v != nil {
+		list, isList := v.([]any)
+		for _, t := range list {
+			if _, isString := t.(string); !isString {
+				isList = false
+			}
+		}
+		if !isList {
+			return fmt.Sprintf("Invalid input for tags. Reason: '%v' is not a list of strings.", v)
+		}
+	}
+	return ""
+}

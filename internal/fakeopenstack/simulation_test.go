@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -495,4 +497,29 @@ func TestUserDataLimit(t *testing.T) {
 	require.NoError(t, create(49149)) // 65532 base64 characters
 	err := create(49150)              // 65536
 	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "%v", err)
+}
+
+// TestBadBodiesAreRefusedClearly: malformed JSON, a missing wrapper and wrongly typed attributes
+// are 400 with a message naming the problem, and store nothing.
+func TestBadBodiesAreRefusedClearly(t *testing.T) {
+	sim := startSim(t)
+	for _, tc := range []struct{ url, body, want string }{
+		{sim.networkURL + "/v2.0/networks", `{"network": `, "Malformed request body"},
+		{sim.networkURL + "/v2.0/networks", `{"name": "x"}`, "'network' is missing"},
+		{sim.networkURL + "/v2.0/networks", `{"network": {"name": 7}}`, "Invalid input for name"},
+		{sim.networkURL + "/v2.0/ports", `{"port": {"network_id": "x", "tags": [1]}}`, "Invalid input for tags"},
+		{sim.lbURL + "/v2.0/lbaas/loadbalancers", `{"loadbalancer": {"vip_subnet_id": true}}`, "Invalid input for vip_subnet_id"},
+		{sim.computeURL + "/v2.1/servers", `{"server": []}`, "Malformed request body"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, tc.url, strings.NewReader(tc.body))
+		require.NoError(t, err)
+		req.Header.Set("X-Auth-Token", "token-a")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, tc.body)
+		assert.Contains(t, string(body), tc.want, tc.body)
+	}
+	assert.Empty(t, sim.cloud.ProjectResources("project-a"))
 }
