@@ -159,12 +159,12 @@ func (c *Cloud) neutronList(coll string) http.HandlerFunc {
 		if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n > 0 && len(docs) > n {
 			docs = docs[:n]
 		}
-		writeJSON(w, http.StatusOK, map[string]any{coll_key(coll): docs})
+		writeJSON(w, http.StatusOK, map[string]any{listKey(coll): docs})
 	}
 }
 
-// coll_key is the list key of a collection: Neutron names it like the URL with "_" for "-".
-func coll_key(coll string) string { //nolint:revive // mirrors Neutron's naming
+// listKey is the list key of a collection: Neutron names it like the URL with "_" for "-".
+func listKey(coll string) string {
 	out := []byte(coll)
 	for i, b := range out {
 		if b == '-' {
