@@ -43,7 +43,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fakeopenstack.ImageService:   fs.String("image-listen", "127.0.0.1:9292", "listen address of the image (Glance) API; empty disables it"),
 		fakeopenstack.ComputeService: fs.String("compute-listen", "127.0.0.1:8774", "listen address of the compute (Nova) API; empty disables it"),
 		fakeopenstack.NetworkService: fs.String("network-listen", "127.0.0.1:9696", "listen address of the network (Neutron) API; empty disables it"),
+		// Off by default: the local stack's catalog has no load-balancer or block-storage endpoint yet.
+		fakeopenstack.VolumeService:       fs.String("volume-listen", "", "listen address of the block-storage (Cinder v3) API, e.g. 127.0.0.1:8776; empty disables it"),
+		fakeopenstack.LoadBalancerService: fs.String("load-balancer-listen", "", "listen address of the load-balancer (Octavia) API, e.g. 127.0.0.1:9876; empty disables it"),
 	}
+	inspectListen := fs.String("inspect-listen", "", "listen address of the simulator's inspection API (GET /requests, GET /projects/{id}/resources); empty disables it")
+	instanceQuota := fs.Int("instance-quota", fakeopenstack.DefaultInstanceQuota, "default Nova instances quota of every project (admins change it per project with os-quota-sets); negative: unlimited")
 	seedPath := fs.String("seed", "", "JSON seed file that extends or overrides the built-in seed (same shape as --print-seed)")
 	requestLog := fs.String("request-log", "", "append every request as a JSON line to this file (\"-\" for stdout)")
 	printSeed := fs.Bool("print-seed", false, "print the effective seed as JSON and exit")
@@ -93,6 +98,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		opts = append(opts, fakeopenstack.WithCallers(fakeopenstack.KeystoneCallers(*keystoneURL, nil)))
 	}
+	opts = append(opts, fakeopenstack.WithInstanceQuota(*instanceQuota))
 	cloud, err := fakeopenstack.New(seed, opts...)
 	if err != nil {
 		return err
@@ -121,6 +127,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		})
 		logger.Info("serving", "service", svc, "address", ln.Addr().String())
+	}
+	if *inspectListen != "" {
+		ln, err := net.Listen("tcp", *inspectListen)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("inspection API: %w", err)
+		}
+		listeners = append(listeners, ln)
+		servers = append(servers, &http.Server{Handler: cloud.InspectHandler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)})
+		logger.Info("serving", "service", "inspection", "address", ln.Addr().String())
 	}
 	if len(servers) == 0 {
 		return errors.New("every listener is disabled")

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,4 +68,51 @@ func TestPortInUseFailsTheWholeStart(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "compute API")
 	assert.Contains(t, err.Error(), "address already in use")
+}
+
+// The simulator's optional listeners: Octavia and the inspection API answer once enabled.
+func TestOptionalListeners(t *testing.T) {
+	addrs := make([]string, 2)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addrs[i] = ln.Addr().String()
+		ln.Close()
+	}
+	var out, errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"--image-listen", "", "--compute-listen", "", "--network-listen", "",
+			"--load-balancer-listen", addrs[0], "--inspect-listen", addrs[1], "--instance-quota", "1"}, &out, &errOut)
+	}()
+	get := func(url string) (int, string) {
+		var resp *http.Response
+		var err error
+		for range 50 {
+			if resp, err = http.Get(url); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		require.NoError(t, err, "%s never answered; stderr: %s", url, errOut.String())
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	status, body := get("http://" + addrs[0] + "/")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, "CURRENT")
+	status, _ = get("http://" + addrs[0] + "/v2.0/lbaas/loadbalancers")
+	assert.Equal(t, http.StatusUnauthorized, status, "the load balancer API wants a token")
+	status, body = get("http://" + addrs[1] + "/requests")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, `"/v2.0/lbaas/loadbalancers"`)
+	status, body = get("http://" + addrs[1] + "/projects/nobody/resources")
+	assert.Equal(t, http.StatusOK, status)
+	assert.JSONEq(t, `{}`, body)
+	select {
+	case err := <-done:
+		t.Fatalf("the fake stopped early: %v", err)
+	default:
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +19,16 @@ import (
 type Caller struct {
 	ProjectID string
 	UserID    string
+	// AuthMethods are Keystone's token methods, e.g. ["password"] or ["application_credential"].
+	AuthMethods []string
+	// ApplicationCredentialID is set when the token was issued for an application credential.
+	ApplicationCredentialID string
+	// Roles are the role names the token carries in its project ("admin" may set quotas).
+	Roles []string
 }
+
+// isAdmin: Nova's and Neutron's default policy lets the admin role act on other projects' quotas.
+func (c Caller) isAdmin() bool { return slices.Contains(c.Roles, "admin") }
 
 // CallerFunc tells the stateful routes who sent a token. It returns an error matching
 // ErrInvalidToken for a token Keystone does not accept (answered 401, as keystonemiddleware does);
@@ -98,7 +108,14 @@ func KeystoneCallers(keystoneURL string, client *http.Client) CallerFunc {
 		var parsed struct {
 			Token struct {
 				ExpiresAt time.Time `json:"expires_at"`
-				User      struct {
+				Methods   []string  `json:"methods"`
+				Roles     []struct {
+					Name string `json:"name"`
+				} `json:"roles"`
+				ApplicationCredential *struct {
+					ID string `json:"id"`
+				} `json:"application_credential"`
+				User struct {
 					ID string `json:"id"`
 				} `json:"user"`
 				Project *struct {
@@ -114,7 +131,14 @@ func KeystoneCallers(keystoneURL string, client *http.Client) CallerFunc {
 			// Nova's policy would refuse it. One answer is enough for a fake.
 			return Caller{}, ErrInvalidToken
 		}
-		caller := Caller{ProjectID: parsed.Token.Project.ID, UserID: parsed.Token.User.ID}
+		caller := Caller{ProjectID: parsed.Token.Project.ID, UserID: parsed.Token.User.ID,
+			AuthMethods: parsed.Token.Methods}
+		for _, r := range parsed.Token.Roles {
+			caller.Roles = append(caller.Roles, r.Name)
+		}
+		if ac := parsed.Token.ApplicationCredential; ac != nil {
+			caller.ApplicationCredentialID = ac.ID
+		}
 		until := now.Add(keystoneCacheTTL)
 		if !parsed.Token.ExpiresAt.IsZero() && parsed.Token.ExpiresAt.Before(until) {
 			until = parsed.Token.ExpiresAt

@@ -367,11 +367,11 @@ func TestEverythingElseIs404AndLogged(t *testing.T) {
 		{ImageService, http.MethodDelete, "/v2/images/" + ImageKube1363ID},
 		{ImageService, http.MethodGet, "/v1/images"}, // "/" is the version document (versions.go)
 		{ImageService, http.MethodGet, "/v2/schemas/images"},
-		{ComputeService, http.MethodGet, "/v2.1/servers"},
+		{ComputeService, http.MethodGet, "/v2.1/os-hypervisors"}, // servers are simulated (servers.go)
 		{ComputeService, http.MethodPost, "/v2.1/os-keypairs"},
 		{ComputeService, http.MethodPut, "/v2.1/flavors/2"}, // create and delete exist (flavors.go), update does not
-		{NetworkService, http.MethodGet, "/v2.0/ports"},
-		{NetworkService, http.MethodPut, "/v2.0/networks/" + PublicNetworkID},
+		{NetworkService, http.MethodGet, "/v2.0/trunks"},    // ports, routers… are simulated (neutron.go), trunks not
+		{NetworkService, http.MethodPut, "/v2.0/qos/policies/" + PublicNetworkID},
 		{NetworkService, http.MethodGet, "/v2.0"},
 	}
 	for _, tc := range cases {

@@ -1,6 +1,7 @@
 package fakeopenstack
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ const (
 )
 
 // Services lists every service in a fixed order.
-var Services = []Service{ImageService, ComputeService, NetworkService}
+var Services = []Service{ImageService, ComputeService, NetworkService, LoadBalancerService, VolumeService}
 
 // Cloud serves one seed on the three APIs.
 type Cloud struct {
@@ -39,7 +40,11 @@ type Cloud struct {
 	computeMaxRaw    string
 	computeMax       microversion
 	serverGroupQuota int
+	instanceQuota    int
 	groups           serverGroups
+
+	// The simulated Neutron, Nova server and Octavia resources (simstate.go).
+	sim simState
 
 	// flavorsMu guards seed.Flavors, which POST/DELETE /flavors change (flavors.go).
 	flavorsMu sync.RWMutex
@@ -66,6 +71,7 @@ func New(seed Seed, opts ...Option) (*Cloud, error) {
 		callers:          sharedCaller,
 		computeMaxRaw:    DefaultComputeMaxMicroversion,
 		serverGroupQuota: DefaultServerGroupQuota,
+		instanceQuota:    DefaultInstanceQuota,
 	}
 	for _, o := range opts {
 		o(c)
@@ -79,9 +85,11 @@ func New(seed Seed, opts ...Option) (*Cloud, error) {
 		c.callers = sharedCaller
 	}
 	c.handlers = map[Service]http.Handler{
-		ImageService:   c.wrap(ImageService, c.imageRoutes()),
-		ComputeService: c.wrap(ComputeService, c.computeRoutes()),
-		NetworkService: c.wrap(NetworkService, c.networkRoutes()),
+		ImageService:        c.wrap(ImageService, c.imageRoutes()),
+		ComputeService:      c.wrap(ComputeService, c.computeRoutes()),
+		NetworkService:      c.wrap(NetworkService, c.networkRoutes()),
+		LoadBalancerService: c.wrap(LoadBalancerService, c.loadBalancerRoutes()),
+		VolumeService:       c.wrap(VolumeService, c.volumeRoutes()),
 	}
 	return c, nil
 }
@@ -124,6 +132,8 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (c *Cloud) wrap(svc Service, mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
+		audit := &Caller{}
+		r = r.WithContext(context.WithValue(r.Context(), auditKey{}, audit))
 		_, route := mux.Handler(r)
 		if route == "" {
 			notFound(rec, svc, "The resource could not be found.", "HTTPNotFound")
@@ -135,6 +145,8 @@ func (c *Cloud) wrap(svc Service, mux *http.ServeMux) http.Handler {
 			Time: time.Now().UTC(), Service: svc, Method: r.Method, Path: r.URL.Path,
 			Query: r.URL.RawQuery, Route: route, Status: rec.status,
 			Token: r.Header.Get("X-Auth-Token") != "", UserAgent: r.UserAgent(),
+			ProjectID: audit.ProjectID, UserID: audit.UserID, AuthMethods: audit.AuthMethods,
+			ApplicationCredentialID: audit.ApplicationCredentialID,
 		})
 	})
 }
@@ -255,6 +267,14 @@ func (c *Cloud) imageMatches(img Image, q url.Values) bool {
 		if imageListControls[key] {
 			continue
 		}
+		if key == "tag" { // repeated: the image must carry every tag (CAPO's image filter by tags)
+			for _, want := range values {
+				if !slices.Contains(img.Tags, want) {
+					return false
+				}
+			}
+			continue
+		}
 		got, ok := doc[key]
 		if !ok || got == nil {
 			return false
@@ -357,6 +377,7 @@ func (c *Cloud) computeRoutes() *http.ServeMux {
 	mux.HandleFunc("POST /v2.1/os-server-groups", c.createServerGroup)
 	mux.HandleFunc("GET /v2.1/os-server-groups/{id}", c.getServerGroup)
 	mux.HandleFunc("DELETE /v2.1/os-server-groups/{id}", c.deleteServerGroup)
+	c.addServerRoutes(mux)
 	return mux
 }
 
@@ -514,6 +535,7 @@ func (c *Cloud) networkRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.0/subnets/{id}", c.getSubnet)
 	mux.HandleFunc("GET /v2.0/extensions", listExtensions)
 	mux.HandleFunc("GET /{$}", networkVersions)
+	c.addNeutronRoutes(mux)
 	return mux
 }
 
@@ -593,8 +615,15 @@ func neutronMatches(doc map[string]any, q url.Values) bool {
 func (c *Cloud) listNetworks(w http.ResponseWriter, r *http.Request) {
 	docs := []map[string]any{}
 	for _, n := range c.seed.Networks {
-		if doc := c.networkDoc(n); neutronMatches(doc, r.URL.Query()) {
+		if doc := c.networkDoc(n); matchesFilters(doc, r.URL.Query()) {
 			docs = append(docs, doc)
+		}
+	}
+	if caller, ok := c.optionalCaller(r); ok {
+		for _, d := range c.simulatedDocs("networks", caller) {
+			if matchesFilters(d, r.URL.Query()) {
+				docs = append(docs, d)
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"networks": docs})
@@ -608,14 +637,27 @@ func (c *Cloud) getNetwork(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if caller, ok := c.optionalCaller(r); ok {
+		if d, found := c.simulatedDoc("networks", id, caller); found {
+			writeJSON(w, http.StatusOK, map[string]any{"network": d})
+			return
+		}
+	}
 	notFound(w, NetworkService, fmt.Sprintf("Network %s could not be found.", id), "NetworkNotFound")
 }
 
 func (c *Cloud) listSubnets(w http.ResponseWriter, r *http.Request) {
 	docs := []map[string]any{}
 	for _, s := range c.seed.Subnets {
-		if doc := c.subnetDoc(s); neutronMatches(doc, r.URL.Query()) {
+		if doc := c.subnetDoc(s); matchesFilters(doc, r.URL.Query()) {
 			docs = append(docs, doc)
+		}
+	}
+	if caller, ok := c.optionalCaller(r); ok {
+		for _, d := range c.simulatedDocs("subnets", caller) {
+			if matchesFilters(d, r.URL.Query()) {
+				docs = append(docs, d)
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"subnets": docs})
@@ -632,6 +674,12 @@ func (c *Cloud) getSubnet(w http.ResponseWriter, r *http.Request) {
 	for _, s := range c.seed.Subnets {
 		if s.ID == id {
 			writeJSON(w, http.StatusOK, map[string]any{"subnet": c.subnetDoc(s)})
+			return
+		}
+	}
+	if caller, ok := c.optionalCaller(r); ok {
+		if d, found := c.simulatedDoc("subnets", id, caller); found {
+			writeJSON(w, http.StatusOK, map[string]any{"subnet": d})
 			return
 		}
 	}

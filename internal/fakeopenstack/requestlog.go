@@ -18,7 +18,16 @@ type Request struct {
 	Status    int       `json:"status"`
 	Token     bool      `json:"token"`
 	UserAgent string    `json:"user_agent,omitempty"`
+	// Who the token belonged to, when the route validated it (every stateful route does).
+	ProjectID               string   `json:"project_id,omitempty"`
+	UserID                  string   `json:"user_id,omitempty"`
+	AuthMethods             []string `json:"auth_methods,omitempty"`
+	ApplicationCredentialID string   `json:"application_credential_id,omitempty"`
 }
+
+// auditKey carries a *Caller slot through the request context, so the route that validates the
+// token can tell the request log who it was.
+type auditKey struct{}
 
 // requestLog keeps the last few requests for Requests() and streams every request as a JSON line to an
 // optional sink (the fake's request log file).

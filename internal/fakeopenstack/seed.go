@@ -1,15 +1,21 @@
-// Package fakeopenstack is a stand-in for the three OpenStack APIs that magnum-api consults while it
-// validates cluster templates and clusters: Glance (images), Nova (flavors, keypairs) and Neutron
-// (external networks, subnets), plus the few GETs Horizon's magnum-ui dialogs need (Nova's keypair
-// list and availability zones, Neutron's extension list). Running the real services would drag in
-// systemd, hypervisor tooling and three more databases just to answer a handful of GETs, so this
-// package answers exactly those GETs
-// from seed data, logs every request, and returns 404 for anything else. Tokens are accepted without
-// validation there: the fake trusts whoever reaches its loopback port, like the local stack it serves.
+// Package fakeopenstack is a stand-in for the OpenStack APIs of the local stack, in two parts.
 //
-// The stateful exceptions are Nova's flavors, which tests can add and remove (flavors.go), and its
-// server groups (servergroups.go), which the bridge creates for anti-affinity: kept in memory per project, with the project taken from the request's token
-// (KeystoneCallers validates it with Keystone; without it every token shares one project).
+// The seed part answers what magnum-api consults while it validates cluster templates and clusters:
+// Glance (images), Nova (flavors, keypairs) and Neutron (external networks, subnets), plus the few
+// GETs Horizon's magnum-ui dialogs need (Nova's keypair list and availability zones, Neutron's
+// extension list), from seed data. Tokens are not required there; a valid one adds the caller's own
+// simulated networks and subnets to the lists.
+//
+// The simulation part (simstate.go, neutron.go, servers.go, cinder.go, octavia.go, servergroups.go) keeps the
+// resources Cluster API Provider OpenStack v0.14.2 creates — networks, subnets, routers, security
+// groups and rules, ports, floating IPs, servers, server groups, volumes, load balancers with listeners,
+// pools, members and monitors — in memory, per project, with Nova's instance quota. Every one of
+// its routes requires a token, validated with Keystone (KeystoneCallers; without it every token
+// shares one project). Nothing boots: servers and load balancers are ACTIVE at once. docs/
+// openstack-simulator.md lists what is simulated and where it differs from OpenStack.
+//
+// Every request is logged (with the caller's project and application credential, never the token);
+// anything else is answered 404.
 package fakeopenstack
 
 import (

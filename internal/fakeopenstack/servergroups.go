@@ -140,6 +140,7 @@ type serverGroup struct {
 	id, name, policy  string
 	maxServerPerHost  int // 0: no rule
 	projectID, userID string
+	members           []string // server ids, in the order they were created
 }
 
 // serverGroups is the fake's only mutable state: the groups of each project in creation order,
@@ -186,6 +187,26 @@ func (s *serverGroups) add(g *serverGroup, quota int) error {
 	return nil
 }
 
+func (s *serverGroups) addMember(project, id, server string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.byProject[project] {
+		if g.id == id {
+			g.members = append(g.members, server)
+		}
+	}
+}
+
+func (s *serverGroups) removeMember(project, id, server string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.byProject[project] {
+		if g.id == id {
+			g.members = slices.DeleteFunc(slices.Clone(g.members), func(m string) bool { return m == server })
+		}
+	}
+}
+
 func (s *serverGroups) remove(project, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,7 +220,7 @@ func (s *serverGroups) remove(project, id string) bool {
 }
 
 func serverGroupDoc(g serverGroup, v microversion) map[string]any {
-	doc := map[string]any{"id": g.id, "name": g.name, "members": []string{}}
+	doc := map[string]any{"id": g.id, "name": g.name, "members": append([]string{}, g.members...)}
 	if v.atLeast(mvSinglePolicy) {
 		rules := map[string]any{}
 		if g.maxServerPerHost > 0 {
@@ -218,18 +239,8 @@ func serverGroupDoc(g serverGroup, v microversion) map[string]any {
 // serverGroupRequest authenticates the request and negotiates its microversion, answering the
 // error itself when either fails (authentication first, as keystonemiddleware runs before Nova).
 func (c *Cloud) serverGroupRequest(w http.ResponseWriter, r *http.Request) (Caller, microversion, bool) {
-	token := r.Header.Get("X-Auth-Token")
-	if token == "" {
-		keystoneError(w, http.StatusUnauthorized, "Unauthorized", "The request you have made requires authentication.")
-		return Caller{}, microversion{}, false
-	}
-	caller, err := c.callers(r.Context(), token)
-	switch {
-	case errors.Is(err, ErrInvalidToken):
-		keystoneError(w, http.StatusUnauthorized, "Unauthorized", "The request you have made requires authentication.")
-		return Caller{}, microversion{}, false
-	case err != nil:
-		keystoneError(w, http.StatusServiceUnavailable, "Service Unavailable", "The Keystone service is temporarily unavailable.")
+	caller, ok := c.authenticate(w, r)
+	if !ok {
 		return Caller{}, microversion{}, false
 	}
 	v, status, msg := c.requestedMicroversion(r)
@@ -403,8 +414,9 @@ func (c *Cloud) createServerGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"server_group": serverGroupDoc(*g, v)})
 }
 
-// maxBody bounds request bodies; a server group is a few hundred bytes.
-const maxBody = 64 << 10
+// maxBody bounds request bodies: a server create carries up to 64 KiB of base64 user data (Nova's
+// limit, checked in servers.go) besides its other fields.
+const maxBody = 1 << 20
 
 func readBody(r *http.Request) ([]byte, error) {
 	defer r.Body.Close()

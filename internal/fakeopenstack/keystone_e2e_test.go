@@ -1,0 +1,96 @@
+package fakeopenstack
+
+// End-to-end: the simulator validates real tokens of the local stack's Keystone (KeystoneCallers),
+// including an application credential's, the way CAPO authenticates with the credential the
+// bridge stores. It runs its own in-process simulator, never the stack's fake-openstack.
+//
+// The test fails when Keystone is unreachable; MCB_E2E=0 turns that into a skip.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/utils/v2/openstack/clientconfig"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+)
+
+func e2eUnavailable(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("MCB_E2E") == "0" {
+		t.Skipf("MCB_E2E=0, skipping the simulator's Keystone end-to-end test: %s", why)
+	}
+	t.Fatalf("%s (set MCB_E2E=0 to skip the end-to-end tests)", why)
+}
+
+func keystoneToken(ctx context.Context, t *testing.T, opts gophercloud.AuthOptions) string {
+	t.Helper()
+	provider, err := openstack.AuthenticatedClient(ctx, opts)
+	if err != nil {
+		e2eUnavailable(t, fmt.Sprintf("Keystone at %s does not authenticate (start the local stack with `make up`): %v", opts.IdentityEndpoint, err))
+	}
+	return provider.Token()
+}
+
+func TestSimulatorValidatesKeystoneAndApplicationCredentialTokens(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: "devstack"})
+	if err != nil {
+		e2eUnavailable(t, fmt.Sprintf("no cloud devstack in clouds.yaml (written by deploy/local/openstack/up.sh to /etc/openstack/clouds.yaml): %v", err))
+	}
+	authURL := cloud.AuthInfo.AuthURL
+	tokenOf := func(name string) string {
+		opts, err := clientconfig.AuthOptions(&clientconfig.ClientOpts{Cloud: name})
+		require.NoError(t, err, name)
+		return keystoneToken(ctx, t, *opts)
+	}
+	demoToken, altToken := tokenOf("devstack"), tokenOf("devstack-alt")
+	demo, err := keystone.NewClient(ctx, authURL, keystone.NewSecret(demoToken))
+	require.NoError(t, err)
+	clusterUUID := uuid.NewString()
+	creds, err := demo.CreateClusterCredentials(ctx, clusterUUID, keystone.CreateOptions{ClusterName: "fakeopenstack-e2e"})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := keystone.DeleteClusterCredentials(ctx, keystone.Cleanup{ClusterUUID: clusterUUID, Known: creds.Refs()}, demo); err != nil && !keystone.OnlyNotFound(err) {
+			t.Errorf("deleting the test's application credentials: %v", err)
+		}
+	})
+	appCredToken := keystoneToken(ctx, t, gophercloud.AuthOptions{IdentityEndpoint: authURL,
+		ApplicationCredentialID: creds.CAPO.ID, ApplicationCredentialSecret: creds.CAPO.Secret.Reveal()})
+
+	sim := startSim(t, WithCallers(KeystoneCallers(authURL, nil)))
+	capo, alt := sim.clients(appCredToken), sim.clients(altToken)
+	net, err := networks.Create(ctx, capo.network, networks.CreateOpts{Name: "fakeopenstack-e2e-" + clusterUUID[:8]}).Extract()
+	require.NoError(t, err)
+	assert.Equal(t, creds.ProjectID, net.ProjectID, "the network belongs to the credential's project")
+	_, err = networks.Get(ctx, alt.network, net.ID).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusNotFound), "alt_demo cannot see demo's network: %v", err)
+	_, err = networks.Create(ctx, sim.clients("gAAAAA-not-a-keystone-token").network, networks.CreateOpts{Name: "x"}).Extract()
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusUnauthorized), "a token Keystone refuses: %v", err)
+	require.NoError(t, networks.Delete(ctx, capo.network, net.ID).ExtractErr())
+	assert.Empty(t, sim.cloud.ProjectResources(creds.ProjectID))
+
+	var logged bool
+	for _, req := range sim.cloud.Requests() {
+		if req.Method == http.MethodPost && req.Path == "/v2.0/networks" && req.Status == http.StatusCreated {
+			assert.Equal(t, creds.ProjectID, req.ProjectID)
+			assert.Equal(t, creds.CAPO.ID, req.ApplicationCredentialID)
+			assert.Contains(t, req.AuthMethods, "application_credential")
+			logged = true
+		}
+	}
+	assert.True(t, logged, "the request log shows the application credential that created the network")
+}
