@@ -80,6 +80,7 @@ test-unit:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd test/caposim && $(GO) vet ./...
 
 ## bench: benchmarks with their figures (latency percentiles, throughput, memory).
 bench:
