@@ -610,7 +610,7 @@ func (h *harness) burst(ctx context.Context, b *testing.B) {
 		fmt.Sprintf("%.1f clusters/s (%s)", bridgeRate, bridgeTime.Round(time.Millisecond)), "")
 	h.row(fmt.Sprintf("raw server-side apply of the same %d objects, %d clusters in parallel", objects, cfg.rawWorkers),
 		fmt.Sprintf("%.1f clusters/s (%s)", rawRate, rawTime.Round(time.Millisecond)), "")
-	h.row("burst: raw time / bridge time", fmt.Sprintf("bridge takes %.2f× the raw loop's time", bridgeTime.Seconds()/rawTime.Seconds()), "≤ 1.25×")
+	h.row("burst: bridge time / raw loop time", fmt.Sprintf("%.2f×", bridgeTime.Seconds()/rawTime.Seconds()), "≤ 1.25×")
 	b.ReportMetric(bridgeRate, "burst-clusters/s")
 	b.ReportMetric(rawRate, "raw-ssa-clusters/s")
 	b.ReportMetric(bridgeTime.Seconds()/rawTime.Seconds(), "burst-vs-raw-x")
