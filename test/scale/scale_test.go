@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -639,11 +640,13 @@ func (h *harness) projectOf(id string) string {
 // and last the add-on set. Server-set fields (uid, resourceVersion, managedFields, status…) are
 // dropped; objects keep what defaulting added.
 func (h *harness) collectApplied(ctx context.Context, tb testing.TB, ids []string) [][]*unstructured.Unstructured {
-	dc, err := discovery.NewDiscoveryClientForConfig(h.api.admin)
+	quiet := rest.CopyConfig(h.api.admin)
+	quiet.WarningHandler = rest.NoWarnings{} // listing every kind draws deprecation warnings
+	dc, err := discovery.NewDiscoveryClientForConfig(quiet)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(h.api.admin)
+	dyn, err := dynamic.NewForConfig(quiet)
 	if err != nil {
 		tb.Fatal(err)
 	}
