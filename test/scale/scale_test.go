@@ -603,6 +603,12 @@ func (h *harness) burst(ctx context.Context, b *testing.B) {
 	fmt.Printf("# burst: %d casts sent in %s; last CAPI Cluster after %s, last add-on set (the last object of a create) after %s\n",
 		cfg.burst, castDone.Round(time.Millisecond), lastCluster.Sub(start).Round(time.Millisecond), bridgeTime.Round(time.Millisecond))
 
+	time.Sleep(2 * time.Second) // the audit backend's batch reaches the file
+	reqs, by := h.api.bridgeRequests(b, start, lastSet.Add(time.Millisecond))
+	fmt.Printf("# burst: %d apiserver requests by the bridge (%.1f per create, %.1f/s; its client allows 50/s, bursts of 100): %v\n",
+		reqs, float64(reqs)/float64(cfg.burst), float64(reqs)/bridgeTime.Seconds(), by)
+	h.row("burst: apiserver requests by the bridge per create", fmt.Sprintf("%.1f (%.0f/s)", float64(reqs)/float64(cfg.burst), float64(reqs)/bridgeTime.Seconds()), "")
+
 	batches := h.collectApplied(ctx, b, ids)
 	objects := 0
 	for _, batch := range batches {
