@@ -12,7 +12,7 @@ PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-faults soak churn lint bench fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-faults soak churn lint bench bench-scale bench-scale-smoke fuzz generate clean
 
 all: build
 
@@ -85,6 +85,25 @@ lint:
 ## bench: benchmarks with their figures (latency percentiles, throughput, memory).
 bench:
 	deploy/local/bench.sh
+
+## bench-scale: issue 16's scale harness (test/scale) — the bridge against its own etcd + kube-apiserver
+## (the binaries make up builds), its own MariaDB database and RabbitMQ vhost, and a CAPI simulation;
+## prints one table of figures with the command. SCALE_CLUSTERS live clusters at the end (1000, 5000: a
+## longer run); it does not touch the running stack, but takes both cores: hold the stack lock when shared.
+SCALE_CLUSTERS ?= 100
+SCALE_SEQUENTIAL ?= 20
+SCALE_BURST ?= 200
+SCALE_IDLE ?= 60s
+SCALE_LAG_SAMPLES ?= 100
+SCALE_TIMEOUT ?= 4h
+bench-scale:
+	MCB_SCALE=1 MCB_SCALE_CLUSTERS=$(SCALE_CLUSTERS) MCB_SCALE_SEQUENTIAL=$(SCALE_SEQUENTIAL) MCB_SCALE_BURST=$(SCALE_BURST) \
+	  MCB_SCALE_IDLE=$(SCALE_IDLE) MCB_SCALE_LAG_SAMPLES=$(SCALE_LAG_SAMPLES) \
+	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale
+
+## bench-scale-smoke: the harness with a handful of clusters, so that it cannot rot (CI).
+bench-scale-smoke:
+	$(MAKE) --no-print-directory bench-scale SCALE_CLUSTERS=6 SCALE_SEQUENTIAL=3 SCALE_BURST=3 SCALE_IDLE=10s SCALE_LAG_SAMPLES=4 SCALE_TIMEOUT=15m
 
 ## fuzz: run each fuzz target for FUZZTIME (default 1m).
 FUZZTIME ?= 1m
