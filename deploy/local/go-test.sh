@@ -42,6 +42,9 @@ fi
 # stay out of the bridge's go.mod), so ./... does not reach it.
 if [[ $PKGS == ./... ]]; then
   (cd test/caposim && $GO test "${flags[@]}" ./...) || others_rc=$?
+  # The scale harness with a handful of clusters (its own apiserver, database and vhost; ~3 min), so
+  # that `make bench-scale` cannot rot.
+  make --no-print-directory bench-scale-smoke GO="$GO" || others_rc=$?
 fi
 echo "== go test (all packages but the end-to-end one): exit $others_rc after $((SECONDS - t0))s"
 if ((${#e2e[@]})); then
