@@ -141,6 +141,7 @@ type capiClusterList struct {
 // in demo's namespace through the management cluster's API, and nothing else; alt_demo likewise.
 func TestTenantViewKeystoneLogin(t *testing.T) {
 	requireStack(t)
+	t.Parallel()
 	demo, alt := userTokenOf(t, cloudDemo), userTokenOf(t, cloudAlt)
 	require.NotEqual(t, demo.ProjectID, alt.ProjectID)
 	demoNS, altNS := templates.NamespaceFor(zedPrefix, demo.ProjectID), templates.NamespaceFor(zedPrefix, alt.ProjectID)
@@ -227,6 +228,7 @@ func TestTenantViewKeystoneLogin(t *testing.T) {
 // bridge's log; a revoked token is refused once the caches (apiserver 10 s, bridge 5 s) let go of it.
 func TestTenantViewRefusesBadTokens(t *testing.T) {
 	requireStack(t)
+	t.Parallel()
 	b := make([]byte, 48)
 	_, _ = rand.Read(b)
 	wrong := "gAAAAAB" + base64.RawURLEncoding.EncodeToString(b)
@@ -259,6 +261,7 @@ func TestTenantViewRefusesBadTokens(t *testing.T) {
 // added to Nova (the fake) shows up once the document's cache (5 s locally) expires.
 func TestDiscoveryDocument(t *testing.T) {
 	requireStack(t)
+	t.Parallel()
 	fetch := func() discovery.Document {
 		resp, err := http.Get(discoveryURL)
 		require.NoError(t, err)
@@ -321,6 +324,7 @@ func TestDiscoveryDocument(t *testing.T) {
 // namespace, and is refused once it has expired.
 func TestTenantViewRefusesExpiredTokens(t *testing.T) {
 	requireStack(t)
+	t.Parallel()
 	expires := time.Now().Add(30 * time.Second).UTC()
 	var cred struct{ ID, Secret string }
 	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "application", "credential", "create", "e2e-expiring-"+suffix(),
