@@ -84,12 +84,21 @@ const row = (name) => page.locator('table tbody tr', { has: page.locator(`td a:t
 // it, once the table shows them all ("No items to display" is also shown while the list loads).
 async function loadList(url) {
   const api = url.includes('cluster_templates') ? '/api/container_infra/cluster_templates/' : '/api/container_infra/clusters/';
+  // Only a request the new page made counts, and its body is read as it arrives: a response of the
+  // page being left can match too, and its body is gone once the navigation commits.
+  const navStart = Date.now();
+  let body = '';
   const [resp] = await Promise.all([
-    page.waitForResponse((r) => r.request().method() === 'GET' && new URL(r.url()).pathname === api, { timeout: 60000 }),
+    page.waitForResponse(async (r) => {
+      if (r.request().method() !== 'GET' || new URL(r.url()).pathname !== api) return false;
+      if (r.request().timing().startTime < navStart) return false;
+      try { body = await r.text(); } catch { return false; }
+      return true;
+    }, { timeout: 60000 }),
     page.url() === url ? page.reload() : page.goto(url),
   ]);
-  if (resp.status() !== 200) throw new Error(`GET ${api}: HTTP ${resp.status()}: ${(await resp.text()).slice(0, 500)}`);
-  const names = ((await resp.json()).items || []).map((i) => i.name);
+  if (resp.status() !== 200) throw new Error(`GET ${api}: HTTP ${resp.status()}: ${body.slice(0, 500)}`);
+  const names = (JSON.parse(body).items || []).map((i) => i.name);
   await page.locator('table tfoot', { hasText: new RegExp(`Displaying ${names.length} items?\\b`) }).waitFor({ timeout: 30000 });
   return names;
 }
