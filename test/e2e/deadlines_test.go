@@ -34,12 +34,20 @@ func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	tmpl := createTemplate(t, cloud)
 	id := createCluster(t, cloud, tmpl, "deadline-"+suffix(), "--node-count", "1")
 	c := waitStatus(t, cloud, id, 8*time.Minute, "CREATE_COMPLETE")
+	// The CAPI Cluster is found by the bridge's label: Magnum 23's CLI does not show stack_id.
+	out, err := kubectl(t, mgmtKubeconfig, "get", "clusters.cluster.x-k8s.io", "-A",
+		"-l", "magnum.openstack.org/cluster-uuid="+id, "-o", "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{\"\\n\"}{end}")
+	require.NoError(t, err, out)
+	found := strings.Fields(out)
+	require.Len(t, found, 2, "want exactly one CAPI Cluster labelled with %s: %q", id, out)
+	ns, capiName := found[0], found[1]
+	require.True(t, strings.HasPrefix(ns, nsPrefix), "the CAPI Cluster of %s is in %s, not a %s namespace", id, ns, nsPrefix)
 	pause := func(paused bool) {
 		v := "true"
 		if !paused {
 			v = "false"
 		}
-		out, err := kubectl(t, mgmtKubeconfig, "patch", "clusters.cluster.x-k8s.io", "-n", nsPrefix+c.ProjectID, c.StackID,
+		out, err := kubectl(t, mgmtKubeconfig, "patch", "clusters.cluster.x-k8s.io", "-n", ns, capiName,
 			"--type=merge", "-p", `{"spec":{"paused":`+v+`}}`)
 		require.NoError(t, err, out)
 	}
@@ -59,7 +67,7 @@ func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	pause(false)
 	bridgeUp(short + "\n# restart")
 	time.Sleep(45 * time.Second)
-	c, err := showCluster(t, cloud, id)
+	c, err = showCluster(t, cloud, id)
 	require.NoError(t, err)
 	require.Equal(t, "UPDATE_FAILED", c.Status)
 	require.Equal(t, reason, c.StatusReason, "a *_FAILED reason lasts until the next operation")
