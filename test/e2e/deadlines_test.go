@@ -11,15 +11,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// operationDeadlines: an update whose CAPI never converges ends UPDATE_FAILED after
+// TestOperationDeadlines: an update whose CAPI never converges ends UPDATE_FAILED after
 // update_timeout with a reason naming CAPI's condition; the reason survives later CAPI events and a
 // restart of the bridge; the same for a delete (DELETE_FAILED after delete_timeout), which still
 // finishes once CAPI deletes the cluster. CAPI is made to never converge the real way: the
 // Cluster is paused (spec.paused), as an operator or a stuck controller would leave it.
 //
-// It restarts the bridge instance (zed or newest, serving cloud; its namespaces are nsPrefix<project>)
-// with one-minute deadlines, so it runs in the fault stage: TestFaultMatrix runs it against the Magnum
-// 23 bridge while it prepares its clusters (creates, which these deadlines do not bound).
+// It restarts the bridge with one-minute deadlines, so it runs in the fault stage (alone).
+func TestOperationDeadlines(t *testing.T) {
+	requireStack(t)
+	if os.Getenv("MCB_FAULTS") != "1" {
+		t.Skip("restarts the bridge with one-minute deadlines: `make test` runs it alone in its fault stage (MCB_FAULTS=1)")
+	}
+	operationDeadlines(t, cloudDemo, "zed", "magnum-")
+}
+
+// operationDeadlines runs the test against one bridge instance (zed or newest, serving cloud; its
+// namespaces are nsPrefix<project>).
 func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	bridgeUp := func(extra string) {
 		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), instance)
