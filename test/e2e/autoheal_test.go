@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +68,8 @@ func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
 		case ev := <-events:
 			m, at := ev.Machine, ev.At.Sub(start)
 			switch {
+			case ev.Type == "ERROR":
+				t.Logf("machine watch: %s (opened again)", ev.Err)
 			case m.Name == old.Name && ev.Type == "DELETED":
 				oldGone = at
 				t.Logf("TIMING %-40s %6.1fs", "unhealthy mark → old Machine gone", at.Seconds())
@@ -83,6 +88,19 @@ func TestAutoHealingReplacesUnhealthyWorker(t *testing.T) {
 			}
 		case <-tick.C:
 			magnum.poll()
+			// A list backs the watch up: what it shows now is true even if an event never arrived.
+			now := time.Since(start)
+			workers := workerMachines(t, c.StackID)
+			if oldGone == 0 && !slices.ContainsFunc(workers, func(m clusterv1.Machine) bool { return m.Name == old.Name }) {
+				oldGone = now
+				t.Logf("old Machine gone by %s (seen by a list, not the watch)", now.Round(time.Second))
+			}
+			for _, m := range workers {
+				if newRunning == 0 && m.Name != old.Name && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.Name != "" {
+					newRunning, replacement = now, m.Name
+					t.Logf("new Machine %s Running by %s (seen by a list, not the watch)", m.Name, now.Round(time.Second))
+				}
+			}
 		case <-timeout:
 			magnum.report()
 			t.Fatalf("worker not replaced %s after its node went unhealthy (marked unhealthy after %s, deleting after %s, gone after %s)",
@@ -147,6 +165,10 @@ func TestAutoHealingDisabledKeepsUnhealthyWorker(t *testing.T) {
 		select {
 		case ev := <-events:
 			m, at := ev.Machine, ev.At.Sub(start).Round(time.Second)
+			if ev.Type == "ERROR" {
+				t.Logf("machine watch: %s (opened again)", ev.Err)
+				continue
+			}
 			require.Equal(t, old.Name, m.Name, "a worker was added %s after the node went unhealthy", at)
 			require.NotEqual(t, "DELETED", ev.Type, "the unhealthy worker was deleted after %s", at)
 			require.Nil(t, m.DeletionTimestamp, "the unhealthy worker is being deleted after %s", at)
@@ -203,9 +225,10 @@ func kubectlJSON(t *testing.T, kubeconfig string, into any, args ...string) {
 }
 
 type machineEvent struct {
-	Type    string // ADDED, MODIFIED, DELETED
+	Type    string // ADDED, MODIFIED, DELETED; ERROR when the watch's output could not be read (Err says why)
 	Machine clusterv1.Machine
 	At      time.Time
+	Err     string
 }
 
 // watchWorkerMachines streams every change of the cluster's worker Machines until the test ends
@@ -215,10 +238,18 @@ func watchWorkerMachines(t *testing.T, stackID string) <-chan machineEvent {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ch := make(chan machineEvent, 1024)
+	send := func(ev machineEvent) {
+		select {
+		case ch <- ev:
+		case <-ctx.Done():
+		}
+	}
 	go func() {
-		// A watch the API server closes (its request timeout) is opened again.
+		// A watch the API server closes (its request timeout), or whose output cannot be read, is
+		// opened again; its first list brings back what happened meanwhile.
 		for ctx.Err() == nil {
-			cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", mgmtKubeconfig, "get", "machines.cluster.x-k8s.io",
+			runCtx, stop := context.WithCancel(ctx)
+			cmd := exec.CommandContext(runCtx, kubectlBin, "--kubeconfig", mgmtKubeconfig, "get", "machines.cluster.x-k8s.io",
 				"-A", "-l", clusterv1.ClusterNameLabel+"="+stackID+",!"+clusterv1.MachineControlPlaneLabel,
 				"-o", "json", "--watch", "--output-watch-events")
 			stdout, err := cmd.StdoutPipe()
@@ -226,6 +257,8 @@ func watchWorkerMachines(t *testing.T, stackID string) <-chan machineEvent {
 				err = cmd.Start()
 			}
 			if err != nil {
+				stop()
+				send(machineEvent{Type: "ERROR", At: time.Now(), Err: err.Error()})
 				time.Sleep(time.Second)
 				continue
 			}
@@ -235,14 +268,16 @@ func watchWorkerMachines(t *testing.T, stackID string) <-chan machineEvent {
 					Type   string            `json:"type"`
 					Object clusterv1.Machine `json:"object"`
 				}
-				if dec.Decode(&ev) != nil {
+				if err := dec.Decode(&ev); err != nil {
+					if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+						send(machineEvent{Type: "ERROR", At: time.Now(), Err: "reading kubectl's watch: " + err.Error()})
+					}
 					break
 				}
-				select {
-				case ch <- machineEvent{Type: ev.Type, Machine: ev.Object, At: time.Now()}:
-				case <-ctx.Done():
-				}
+				send(machineEvent{Type: ev.Type, Machine: ev.Object, At: time.Now()})
 			}
+			// kubectl may still be watching (its output was unreadable): stop it before waiting for it.
+			stop()
 			_ = cmd.Wait()
 		}
 	}()
