@@ -95,6 +95,7 @@ function configure_magnum_capi_bridge {
     iniset "$conf" bridge kubeconfig "$MAGNUM_CAPI_BRIDGE_KUBECONFIG"
     iniset "$conf" bridge namespace_prefix "$MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX"
     iniset "$conf" bridge infrastructure "$MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE"
+    iniset "$conf" bridge allowed_infrastructures "${MAGNUM_CAPI_BRIDGE_ALLOWED_INFRASTRUCTURES:-$MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE}"
     iniset "$conf" bridge default_kubernetes_version "$MAGNUM_CAPI_BRIDGE_KUBERNETES_VERSION"
     # Per-cluster Keystone application credentials (always on for openstack machines).
     iniset "$conf" bridge cluster_credentials True

@@ -76,7 +76,7 @@ func Check(ctx context.Context, o *Options, out io.Writer) error {
 		return err
 	}
 	if err := step("Cluster API", func(ctx context.Context) (string, error) {
-		want := requiredAPIResources(o.Bridge.Flavor)
+		want := requiredAPIResources(o.Bridge.AllowedFlavors)
 		return fmt.Sprintf("%d resources served", len(want)), capi.CheckAPIResources(ctx, cfg, want)
 	}); err != nil {
 		return err
@@ -120,7 +120,7 @@ func keystoneServiceClient(ctx context.Context, s keystone.PasswordAuth) (*keyst
 }
 
 // requiredAPIResources are the Cluster API resources the bridge applies or watches for a flavor.
-func requiredAPIResources(flavor templates.Flavor) []capi.APIResource {
+func requiredAPIResources(flavors []templates.Flavor) []capi.APIResource {
 	r := func(gv, resource string) capi.APIResource {
 		return capi.APIResource{GroupVersion: gv, Resource: resource}
 	}
@@ -132,10 +132,15 @@ func requiredAPIResources(flavor templates.Flavor) []capi.APIResource {
 		r(templates.ControlPlaneGroupVersion, "kubeadmcontrolplanetemplates"),
 		r(templates.BootstrapGroupVersion, "kubeadmconfigtemplates"),
 	}
-	if flavor == templates.FlavorOpenStack {
-		return append(want, r(templates.CAPOGroupVersion, "openstackclustertemplates"), r(templates.CAPOGroupVersion, "openstackmachinetemplates"))
+	for _, flavor := range flavors {
+		switch flavor {
+		case templates.FlavorOpenStack:
+			want = append(want, r(templates.CAPOGroupVersion, "openstackclustertemplates"), r(templates.CAPOGroupVersion, "openstackmachinetemplates"))
+		case templates.FlavorInMemory:
+			want = append(want, r(templates.InfraGroupVersion, "devclustertemplates"), r(templates.InfraGroupVersion, "devmachinetemplates"))
+		}
 	}
-	return append(want, r(templates.InfraGroupVersion, "devclustertemplates"), r(templates.InfraGroupVersion, "devmachinetemplates"))
+	return want
 }
 
 // requireAdmissionPolicies is start-up's guard: the bridge's cluster-wide RBAC is confined to

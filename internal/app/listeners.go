@@ -98,7 +98,7 @@ func tokenWebhookListener(t *TenantViewOptions, log *slog.Logger) (*listener, er
 // discoveryListener serves /.well-known/managed-kubernetes.json ([bridge] discovery_bind).
 func discoveryListener(o *Options, st store, cfg *rest.Config, log *slog.Logger) (*listener, error) {
 	d := o.Bridge.Discovery
-	settings := discovery.Settings{Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
+	settings := discovery.Settings{Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, TenantView: o.Bridge.TenantView != nil, Server: d.Server}
 	if settings.Server == "" {
 		settings.Server = cfg.Host

@@ -70,9 +70,13 @@ type NotificationOptions struct {
 
 // BridgeOptions is the [bridge] section: the bridge's own settings.
 type BridgeOptions struct {
-	Kubeconfig               string
-	NamespacePrefix          string
-	Flavor                   templates.Flavor
+	Kubeconfig      string
+	NamespacePrefix string
+	// Flavor is the infrastructure of clusters whose labels name none ([bridge] infrastructure).
+	Flavor templates.Flavor
+	// AllowedFlavors are the infrastructures a template may choose with the capi_infrastructure
+	// label ([bridge] allowed_infrastructures; default: Flavor alone). They always hold Flavor.
+	AllowedFlavors           []templates.Flavor
 	DefaultKubernetesVersion string
 	// MagnumRelease presets the object versions replies use until magnum-api's are learned
 	// ("zed" … ; empty: learn only).
@@ -211,6 +215,19 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if b.Flavor, err = templates.ParseFlavor(flavor); err != nil {
 		return nil, &config.Error{Section: bridgeSection, Key: "infrastructure", Reason: err.Error()}
 	}
+	for _, name := range f.List(bridgeSection, "allowed_infrastructures", []string{flavor}) {
+		allowed, err := templates.ParseFlavor(name)
+		if err != nil {
+			return nil, &config.Error{Section: bridgeSection, Key: "allowed_infrastructures", Reason: err.Error()}
+		}
+		if !slices.Contains(b.AllowedFlavors, allowed) {
+			b.AllowedFlavors = append(b.AllowedFlavors, allowed)
+		}
+	}
+	if !slices.Contains(b.AllowedFlavors, b.Flavor) {
+		return nil, &config.Error{Section: bridgeSection, Key: "allowed_infrastructures",
+			Reason: fmt.Sprintf("must hold the default infrastructure %q", b.Flavor)}
+	}
 	b.DefaultKubernetesVersion = f.String(bridgeSection, "default_kubernetes_version", "v1.36.3")
 	if _, _, _, err := templates.ParseVersion(b.DefaultKubernetesVersion); err != nil {
 		return nil, &config.Error{Section: bridgeSection, Key: "default_kubernetes_version", Reason: err.Error()}
@@ -244,7 +261,7 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if o.Notifications, err = notificationOptionsFrom(f); err != nil {
 		return nil, err
 	}
-	if b.Credentials, err = credentialOptionsFrom(f, b.Flavor); err != nil {
+	if b.Credentials, err = credentialOptionsFrom(f, b.OffersOpenStack()); err != nil {
 		return nil, err
 	}
 	if b.Credentials != nil {
@@ -322,15 +339,21 @@ func minutesOption(f *config.File, key string, def time.Duration) (time.Duration
 	return time.Duration(m * float64(time.Minute)), nil
 }
 
+// OffersOpenStack reports whether clusters may run on OpenStack machines, which call the cloud.
+func (b *BridgeOptions) OffersOpenStack() bool {
+	return slices.Contains(b.AllowedFlavors, templates.FlavorOpenStack)
+}
+
 // credentialOptionsFrom reads the credential settings. Credentials are on by default where machines
-// call the cloud (openstack) and off for the in-memory flavor, whose machines call nothing.
-func credentialOptionsFrom(f *config.File, flavor templates.Flavor) (*CredentialOptions, error) {
-	on, err := f.Bool(bridgeSection, "cluster_credentials", flavor == templates.FlavorOpenStack)
+// call the cloud (the openstack infrastructure is offered) and off where only the in-memory flavor
+// is, whose machines call nothing.
+func credentialOptionsFrom(f *config.File, openstack bool) (*CredentialOptions, error) {
+	on, err := f.Bool(bridgeSection, "cluster_credentials", openstack)
 	if err != nil {
 		return nil, err
 	}
 	if !on {
-		if flavor == templates.FlavorOpenStack {
+		if openstack {
 			return nil, &config.Error{Section: bridgeSection, Key: "cluster_credentials",
 				Reason: "the openstack infrastructure needs a cloud credential per cluster; it cannot be off"}
 		}

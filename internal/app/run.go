@@ -33,7 +33,6 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/notify"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/telemetry"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 // Run serves until ctx ends.
@@ -108,7 +107,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 		kc.countError = func() { metrics.DependencyError(telemetry.Keystone) }
 		creds = kc
-		if o.Bridge.Flavor == templates.FlavorOpenStack {
+		if o.Bridge.OffersOpenStack() {
 			serverGroups = novaServerGroups{}
 		}
 	}
@@ -139,7 +138,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		kicked.mark(namespace + "/" + name)
 		mgr.Kick(namespace, name)
 	}}, certs.NewManager(st.KeyPairs()), conductor.Options{
-		Flavor: o.Bridge.Flavor, NamespacePrefix: o.Bridge.NamespacePrefix,
+		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,

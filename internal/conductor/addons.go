@@ -36,7 +36,7 @@ func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendere
 		return &permanentError{fmt.Errorf("the rendered cluster %s has no pod network", name)}
 	}
 	set, err := addons.Render(addons.Input{
-		Flavor: in.Flavor, Namespace: in.Namespace, ClusterName: name, ClusterUUID: in.Cluster.UUID,
+		Flavor: rendered.Flavor, Namespace: in.Namespace, ClusterName: name, ClusterUUID: in.Cluster.UUID,
 		ProjectID: in.Cluster.ProjectID, KubernetesVersion: rendered.Version, NetworkDriver: in.Template.NetworkDriver,
 		PodCIDR: pods[0], Labels: in.Cluster.Labels, Cloud: cloud,
 	})

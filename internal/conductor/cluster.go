@@ -324,8 +324,9 @@ func (c *Conductor) namespace(projectID string) string {
 // rollout settings to the apply that starts it (nil otherwise: CAPI's default rollout).
 func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, groups []*magnum.NodeGroup, upgrade *templates.Upgrade) templates.Input {
 	in := templates.Input{
-		Flavor:    c.opts.Flavor,
-		Namespace: c.namespace(cl.ProjectID.Or("")),
+		Flavor:         c.opts.Flavor,
+		AllowedFlavors: c.opts.AllowedFlavors,
+		Namespace:      c.namespace(cl.ProjectID.Or("")),
 		Template: templates.Template{
 			UUID: tmpl.UUID.Or(""), Name: tmpl.Name.Or(""), ImageID: tmpl.ImageID.Or(""), FlavorID: tmpl.FlavorID.Or(""),
 			MasterFlavorID: tmpl.MasterFlavorID.Or(""), KeypairID: tmpl.KeypairID.Or(""), ExternalNetworkID: tmpl.ExternalNetworkID.Or(""),

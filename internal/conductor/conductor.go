@@ -20,7 +20,10 @@ import (
 
 // Options are the conductor's own settings (from the [bridge] section).
 type Options struct {
+	// Flavor is the infrastructure of clusters whose labels name none; AllowedFlavors are those the
+	// capi_infrastructure label may choose (nil: any).
 	Flavor                   templates.Flavor
+	AllowedFlavors           []templates.Flavor
 	NamespacePrefix          string
 	DefaultKubernetesVersion string
 	// Sign are the [x509] signing options (allowed extensions, key usages, validity).

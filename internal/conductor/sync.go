@@ -66,7 +66,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	d := capi.Decide(cur, obs, now)
 	d.StatusReason = redactEndpoints(d.StatusReason)
-	if unimpl, err := templates.ValidateLabels(c.opts.Flavor, dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
+	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
 		note := "labels not implemented by magnum-capi-bridge (ignored): " + strings.Join(unimpl, ", ")
 		if !strings.Contains(d.StatusReason, note) {
 			d.StatusReason = strings.TrimPrefix(strings.TrimSuffix(d.StatusReason, ".")+"; "+note, "; ")

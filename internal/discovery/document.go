@@ -6,6 +6,7 @@
 package discovery
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -127,7 +128,10 @@ type Template struct {
 
 // Settings are the bridge's own contributions to the document.
 type Settings struct {
+	// Flavor is the default infrastructure (labels[].implemented is for it); AllowedFlavors are
+	// those a template may choose (the tenant view's infrastructure resources are theirs).
 	Flavor                   templates.Flavor
+	AllowedFlavors           []templates.Flavor
 	NamespacePrefix          string
 	DefaultKubernetesVersion string
 	// TenantView: the kubernetes-native interface is offered ([bridge] tenant_view).
@@ -163,7 +167,7 @@ func Build(f Facts, s Settings, now time.Time) Document {
 			Authentication: "a Keystone token as bearer token (kubeconfig exec credential running `openstack token issue`), validated by the bridge's token webhook",
 			Access:         "read-only (get, list, watch) in the token's project namespace; never Secrets",
 			Resources: append([]string{"clusters.cluster.x-k8s.io", "machinedeployments.cluster.x-k8s.io", "machinesets.cluster.x-k8s.io",
-				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"}, append(infraResources(s.Flavor), "events")...),
+				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"}, append(infraResources(s.Flavor, s.AllowedFlavors), "events")...),
 			Documentation: "docs/tenant-view.md"})
 	}
 	d.KubernetesVersions = versions(f, s.DefaultKubernetesVersion)
@@ -179,11 +183,17 @@ func Build(f Facts, s Settings, now time.Time) Document {
 	return d
 }
 
-func infraResources(f templates.Flavor) []string {
-	if f == templates.FlavorOpenStack {
-		return []string{"openstackclusters.infrastructure.cluster.x-k8s.io", "openstackmachines.infrastructure.cluster.x-k8s.io"}
+func infraResources(def templates.Flavor, allowed []templates.Flavor) []string {
+	var out []string
+	for _, f := range append([]templates.Flavor{def}, allowed...) {
+		switch {
+		case f == templates.FlavorOpenStack && !slices.Contains(out, "openstackclusters.infrastructure.cluster.x-k8s.io"):
+			out = append(out, "openstackclusters.infrastructure.cluster.x-k8s.io", "openstackmachines.infrastructure.cluster.x-k8s.io")
+		case f == templates.FlavorInMemory && !slices.Contains(out, "devclusters.infrastructure.cluster.x-k8s.io"):
+			out = append(out, "devclusters.infrastructure.cluster.x-k8s.io", "devmachines.infrastructure.cluster.x-k8s.io")
+		}
 	}
-	return []string{"devclusters.infrastructure.cluster.x-k8s.io", "devmachines.infrastructure.cluster.x-k8s.io"}
+	return out
 }
 
 // versions are the Kubernetes versions of the public images (kube_version property, else the

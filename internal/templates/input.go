@@ -7,6 +7,7 @@ package templates
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -74,7 +75,12 @@ func (g NodeGroup) IsControlPlane() bool { return g.Role == "master" }
 
 // Input is everything a rendering depends on.
 type Input struct {
-	Flavor    Flavor
+	// Flavor is the operator's default infrastructure; the cluster's capi_infrastructure label
+	// overrides it (SelectedFlavor). Render refuses a flavor AllowedFlavors does not hold.
+	Flavor Flavor
+	// AllowedFlavors are the flavors the operator offers ([bridge] allowed_infrastructures); nil
+	// allows any.
+	AllowedFlavors []Flavor
 	Namespace string
 	Template  Template
 	Cluster   Cluster
@@ -106,6 +112,36 @@ func ParseFlavor(s string) (Flavor, error) {
 		return Flavor(s), nil
 	}
 	return "", fmt.Errorf("unknown infrastructure flavor %q (want %q or %q)", s, FlavorInMemory, FlavorOpenStack)
+}
+
+// LabelInfrastructure lets a template (or a cluster) choose its infrastructure flavor.
+const LabelInfrastructure = "capi_infrastructure"
+
+// SelectedFlavor is the flavor a cluster's labels ask for, or def when they name none. An unknown
+// name is returned as given: Render refuses it with a LabelError naming the label.
+func SelectedFlavor(labels map[string]string, def Flavor) Flavor {
+	if v := strings.TrimSpace(labels[LabelInfrastructure]); v != "" {
+		return Flavor(v)
+	}
+	return def
+}
+
+// checkFlavor refuses a flavor that is unknown or that the operator does not offer; the error
+// names the label, so a tenant knows which template setting to change.
+func checkFlavor(in Input) error {
+	if _, err := ParseFlavor(string(in.Flavor)); err != nil {
+		return &LabelError{Label: LabelInfrastructure, Value: string(in.Flavor),
+			Reason: fmt.Sprintf("want %q or %q", FlavorOpenStack, FlavorInMemory)}
+	}
+	if in.AllowedFlavors != nil && !slices.Contains(in.AllowedFlavors, in.Flavor) {
+		offered := make([]string, len(in.AllowedFlavors))
+		for i, f := range in.AllowedFlavors {
+			offered[i] = string(f)
+		}
+		return &LabelError{Label: LabelInfrastructure, Value: string(in.Flavor),
+			Reason: "this cloud does not offer it (offered: " + strings.Join(offered, ", ") + ")"}
+	}
+	return nil
 }
 
 // Labels and annotations the bridge puts on what it creates, so objects can be traced back to Magnum.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -147,6 +148,13 @@ func cpAndWorkerMachines(d *topologysim.Desired) []*unstructured.Unstructured {
 }
 
 var openStackEffects = map[string]effectCase{
+	// On a bridge whose default is OpenStack, a template may ask for in-memory machines (allowed or
+	// not is checked apart: TestInfrastructureLabelHonoursTheOperatorsChoice).
+	templates.LabelInfrastructure: {labels: map[string]string{templates.LabelInfrastructure: "inmemory"}, check: func(t *testing.T, r *templates.Rendered, _ *topologysim.Desired) {
+		require.Equal(t, templates.FlavorInMemory, r.Flavor)
+		require.Equal(t, []string{"DevClusterTemplate", "DevMachineTemplate"}, kindsOf(r.ClassObjects, templates.InfraGroupVersion))
+		require.Empty(t, kindsOf(r.ClassObjects, templates.CAPOGroupVersion))
+	}},
 	"kube_tag": {labels: map[string]string{"kube_tag": "v1.35.4"}, check: func(t *testing.T, r *templates.Rendered, d *topologysim.Desired) {
 		require.Equal(t, "v1.35.4", field(t, r.Cluster, path(clusterTopo, "version")...))
 		require.Equal(t, "v1.35.4", field(t, d.ControlPlane, "spec", "version"))
@@ -348,6 +356,28 @@ var inMemoryEffects = map[string]effectCase{
 	"inmemory_machine_startup": {labels: map[string]string{"inmemory_machine_startup": "45s"}, check: func(t *testing.T, r *templates.Rendered, _ *topologysim.Desired) {
 		require.Equal(t, "45s", field(t, r.ClassObjects[1], "spec", "template", "spec", "backend", "inMemory", "vm", "provisioning", "startupDuration"))
 	}},
+	// On a bridge whose default is the in-memory flavor, a template may ask for OpenStack machines.
+	templates.LabelInfrastructure: {labels: map[string]string{templates.LabelInfrastructure: "openstack"},
+		mutate: func(in *templates.Input) {
+			*in = templatestest.BaseOpenStackInput()
+			in.Flavor = templates.FlavorInMemory
+		},
+		check: func(t *testing.T, r *templates.Rendered, _ *topologysim.Desired) {
+			require.Equal(t, templates.FlavorOpenStack, r.Flavor)
+			require.Equal(t, []string{"OpenStackClusterTemplate", "OpenStackMachineTemplate"}, kindsOf(r.ClassObjects, templates.CAPOGroupVersion))
+		}},
+}
+
+// kindsOf lists the kinds of the objects of one API group version, sorted.
+func kindsOf(objs []*unstructured.Unstructured, apiVersion string) []string {
+	var kinds []string
+	for _, o := range objs {
+		if o.GetAPIVersion() == apiVersion && !slices.Contains(kinds, o.GetKind()) {
+			kinds = append(kinds, o.GetKind())
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
 }
 
 func TestEveryImplementedLabelHasItsEffect(t *testing.T) {
@@ -405,7 +435,7 @@ func TestEveryImplementedLabelHasItsEffect(t *testing.T) {
 
 func renderFlavor(t *testing.T, in templates.Input) (*templates.Rendered, *topologysim.Desired) {
 	t.Helper()
-	if in.Flavor == templates.FlavorOpenStack {
+	if templates.SelectedFlavor(in.Cluster.Labels, in.Flavor) == templates.FlavorOpenStack {
 		return renderAndPatch(t, in)
 	}
 	r, err := templates.Render(in)
@@ -488,6 +518,7 @@ var invalidValues = map[string][]string{
 	"min_node_count":                   {"-1"},
 	"max_node_count":                   {"many"},
 	"inmemory_machine_startup":         {"forever", "-5s"},
+	templates.LabelInfrastructure:      {"heat", "OpenStack", "docker"},
 	"auto_healing_node_timeout":        {"soon", "10", "90000"},
 }
 
@@ -708,4 +739,42 @@ func TestInMemoryAvailabilityZoneIsTheFailureDomain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nova", mdTopology(t, r, "default-worker")["failureDomain"])
 	require.Empty(t, r.Unimplemented)
+}
+
+// The operator decides which flavors tenants may choose; a refused or unknown value names the label
+// and what this cloud offers.
+func TestInfrastructureLabelHonoursTheOperatorsChoice(t *testing.T) {
+	production := []templates.Flavor{templates.FlavorOpenStack}
+	for _, tc := range []struct {
+		name    string
+		label   string
+		allowed []templates.Flavor
+		want    templates.Flavor
+		refused string
+	}{
+		{name: "unset: the default", allowed: production, want: templates.FlavorOpenStack},
+		{name: "openstack allowed", label: "openstack", allowed: production, want: templates.FlavorOpenStack},
+		{name: "inmemory refused in production", label: "inmemory", allowed: production, refused: "this cloud does not offer it (offered: openstack)"},
+		{name: "inmemory where both are offered", label: "inmemory", allowed: []templates.Flavor{templates.FlavorOpenStack, templates.FlavorInMemory}, want: templates.FlavorInMemory},
+		{name: "unknown", label: "heat", allowed: production, refused: `want "openstack" or "inmemory"`},
+		{name: "no list allows any", label: "inmemory", want: templates.FlavorInMemory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := templatestest.BaseOpenStackInput()
+			in.AllowedFlavors = tc.allowed
+			if tc.label != "" {
+				in.Cluster.Labels = map[string]string{templates.LabelInfrastructure: tc.label}
+			}
+			r, err := templates.Render(in)
+			if tc.refused != "" {
+				var le *templates.LabelError
+				require.ErrorAs(t, err, &le)
+				require.Equal(t, templates.LabelInfrastructure, le.Label)
+				require.Contains(t, le.Reason, tc.refused)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, r.Flavor)
+		})
+	}
 }

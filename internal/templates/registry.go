@@ -337,6 +337,9 @@ var Registry = []LabelSpec{
 	{Name: "system_pods_timeout", Group: GroupLegacy, Type: LabelInt, Anchors: aHeat, Description: "Heat's timeout for system pods."},
 
 	// --- Bridge-only ---------------------------------------------------------------------------------
+	{Name: LabelInfrastructure, Group: GroupBridge, Type: LabelEnum, Enum: []string{string(FlavorOpenStack), string(FlavorInMemory)}, Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "The infrastructure the cluster's machines run on: `openstack` (CAPO) or `inmemory` (CAPI's in-memory test machines). Unset: the operator's `[bridge] infrastructure`.",
+		Effect:      "Chooses the ClusterClass flavor. Only values in the operator's `[bridge] allowed_infrastructures` are accepted (default: `openstack` alone); any other fails the create naming this label."},
 	{Name: "inmemory_machine_startup", Group: GroupBridge, Type: LabelDuration, Default: "10s", Anchors: []Anchor{AnchorBridge}, Flavors: []Flavor{FlavorInMemory},
 		Description: "In-memory (test) flavor only: how long a fake machine takes to boot.",
 		Effect:      "DevMachineTemplate `vm.provisioning.startupDuration`. A duration longer than create_timeout makes the create fail on purpose."},

@@ -32,6 +32,8 @@ const (
 // Rendered is the result of a rendering: the class objects (shared by every cluster whose rendering
 // gives the same content) and the cluster itself.
 type Rendered struct {
+	// Flavor is the infrastructure rendered for: the cluster's capi_infrastructure label or the default.
+	Flavor       Flavor
 	ClassName    string
 	ClassObjects []*unstructured.Unstructured
 	Cluster      *unstructured.Unstructured
@@ -52,6 +54,10 @@ type ServerGroup struct {
 // Render maps the input to Kubernetes objects. Errors are *LabelError (the tenant fixes a label) or
 // plain errors describing an input the mapping cannot express.
 func Render(in Input) (*Rendered, error) {
+	in.Flavor = SelectedFlavor(in.Cluster.Labels, in.Flavor)
+	if err := checkFlavor(in); err != nil {
+		return nil, err
+	}
 	unimplemented, err := ValidateLabels(in.Flavor, in.Cluster.Labels)
 	if err != nil {
 		return nil, err
@@ -89,7 +95,7 @@ func Render(in Input) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rendered{ClassName: className, ClassObjects: class, Version: version, Unimplemented: unimplemented}
+	r := &Rendered{Flavor: in.Flavor, ClassName: className, ClassObjects: class, Version: version, Unimplemented: unimplemented}
 	switch in.Flavor {
 	case FlavorInMemory:
 		inMemoryNodes(c, topo, in.Cluster.Labels)
