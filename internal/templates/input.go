@@ -81,9 +81,9 @@ type Input struct {
 	// AllowedFlavors are the flavors the operator offers ([bridge] allowed_infrastructures); nil
 	// allows any.
 	AllowedFlavors []Flavor
-	Namespace string
-	Template  Template
-	Cluster   Cluster
+	Namespace      string
+	Template       Template
+	Cluster        Cluster
 	// NodeGroups are all node groups of the cluster, including the control-plane group.
 	NodeGroups []NodeGroup
 	// DefaultKubernetesVersion is used when neither the kube_tag label nor the image name gives one.
