@@ -25,12 +25,15 @@ replicas=${BRIDGE_REPLICAS:-1}
 [[ $replicas =~ ^[1-9][0-9]?$ ]] || { echo "BRIDGE_REPLICAS must be 1-99, not '$replicas'" >&2; exit 2; }
 case ${1:-zed} in
 zed)
-  name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release="" port=9590 views=1
+  # Templates may choose OpenStack machines (capi_infrastructure=openstack): CAPO (capo-up.sh)
+  # reconciles them against the OpenStack simulator. The newest instance offers only the in-memory
+  # machines, as a production cloud offers only its own: a template asking for another is refused.
+  name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release="" port=9590 views=1 allowed=inmemory,openstack
   ;;
 newest)
   # Only NEWEST_ROOT: stack.env's MCB_STATE_DIR means something else to mgmt-common.sh (bridge-rbac.sh).
   newest_root=$(. "$here/openstack/stack.env" && echo "$NEWEST_ROOT")
-  name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23 port=9591 views=0
+  name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23 port=9591 views=0 allowed=inmemory
   [ -s "$magnum_conf" ] || { log "no $magnum_conf: run deploy/local/openstack/newest-up.sh first"; exit 1; }
   ;;
 *)
@@ -49,7 +52,7 @@ MAGNUM_CAPI_BRIDGE_MAGNUM_CONF=$magnum_conf
 # The bridge's own ServiceAccount (deploy/kubernetes/rbac.yaml), not the management cluster's admin.
 MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG MAGNUM_CAPI_BRIDGE_KUBECONFIG=$STATE_DIR/bridge.kubeconfig
 MAGNUM_CAPI_BRIDGE_KUBECTL=$BIN_DIR/kubectl
-MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX=$prefix MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE=inmemory
+MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX=$prefix MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE=inmemory MAGNUM_CAPI_BRIDGE_ALLOWED_INFRASTRUCTURES=$allowed
 MAGNUM_CAPI_BRIDGE_KUBERNETES_VERSION=$DEFAULT_WORKLOAD_K8S_VERSION MAGNUM_CAPI_BRIDGE_MAGNUM_RELEASE=$release
 . "$root/deploy/devstack/settings"
 . "$root/deploy/devstack/plugin.sh"

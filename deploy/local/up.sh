@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Brings up the whole local stack on 127.0.0.1: the machine's RabbitMQ/MariaDB/PostgreSQL, Keystone and
-# magnum-api 15.0.1 (Debian packages) with a small fake of Glance/Nova/Neutron, magnum-api 23.0.0 in a
+# magnum-api 15.0.1 (Debian packages) with an OpenStack simulator (Glance/Nova/Neutron/Octavia), magnum-api 23.0.0 in a
 # Debian forky chroot next to it, a Kubernetes management cluster with Cluster API (built from the Go
 # module proxy), one bridge per magnum-api, and Horizon with magnum-ui on 127.0.0.1:8080. Idempotent.
 set -euo pipefail
@@ -19,8 +19,10 @@ tofu_build=$!
 horizon_up=$!
 "$here/openstack/newest-up.sh"
 "$here/mgmt-up.sh"
-# CAPO is built (cached) so the production mapping's dry-run test can start it; it only runs when asked.
+# CAPO (built, cached) reconciles the OpenStack-flavor clusters against the OpenStack simulator; the
+# zed bridge's --check-config wants its CRDs.
 "$here/build-k8s.sh" capo
+MCB_SKIP_BUILD=1 "$here/capo-up.sh"
 "$here/bridge-up.sh" zed
 "$here/bridge-up.sh" newest
 if ! wait "$tofu_build"; then

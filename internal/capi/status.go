@@ -371,12 +371,28 @@ func RootCause(obs Observation) string {
 			return fmt.Sprintf("machine %s failed: %s", m.Name, *dep.V1Beta1.FailureMessage)
 		}
 	}
+	// Machines whose server exists but whose node never registered: what an image that does not
+	// boot (or a node that cannot reach the API) looks like. All are named, with the first one's
+	// condition (for OpenStack, CAPO's server id in the providerID the Node would carry).
+	var noNode []string
+	for _, m := range machines {
+		if m.DeletionTimestamp == nil && m.Status.NodeRef.Name == "" && isTrue(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition) {
+			noNode = append(noNode, m.Name)
+		}
+	}
 	for _, m := range machines {
 		for _, t := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.MachineNodeReadyCondition} {
 			if c := condition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
-				return fmt.Sprintf("machine %s: %s: %s", m.Name, t, oneLine(c.Message))
+				cause := fmt.Sprintf("machine %s: %s: %s", m.Name, t, oneLine(c.Message))
+				if len(noNode) > 0 {
+					cause = fmt.Sprintf("machines provisioned without a node: %s; %s", strings.Join(noNode, ", "), cause)
+				}
+				return cause
 			}
 		}
+	}
+	if len(noNode) > 0 {
+		return "machines provisioned without a node: " + strings.Join(noNode, ", ")
 	}
 	if obs.Cluster != nil {
 		if done, why := addonsApplied(obs); !done && isTrue(obs.Cluster.Status.Conditions, clusterv1.AvailableCondition) {

@@ -120,3 +120,28 @@ func TestRootCauseNamesAPausedCluster(t *testing.T) {
 	c.Spec.Paused = ptr.To(true)
 	require.Contains(t, RootCause(Observation{Cluster: c}), "Paused")
 }
+
+// Servers that exist but never register a node (an image that does not boot): the create fails at
+// its create_timeout naming every such machine and the first one's condition.
+func TestCreateTimeoutNamesTheMachinesWithoutANode(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cur := current(CreateInProgress)
+	cur.CreatedAt, cur.CreateTimeout = start, 4*time.Minute
+	provisioned := func(name string, controlPlane bool) clusterv1.Machine {
+		m := machine(name, controlPlane, false)
+		m.Status.Conditions = append(m.Status.Conditions,
+			cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionTrue, ""),
+			cond(clusterv1.MachineNodeReadyCondition, metav1.ConditionUnknown, "Waiting for a Node with spec.providerID openstack:///0b3c to exist"))
+		return m
+	}
+	joined := provisioned("c-md-joined", false)
+	joined.Status.NodeRef.Name = "c-md-joined"
+	pending := machine("c-md-pending", false, false) // no server yet: not "without a node"
+	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "")),
+		Machines: []clusterv1.Machine{provisioned("c-md-b", false), joined, provisioned("c-cp-a", true), pending}}
+	require.Equal(t, CreateInProgress, Decide(cur, obs, start.Add(3*time.Minute)).Status)
+	d := Decide(cur, obs, start.Add(5*time.Minute))
+	require.Equal(t, CreateFailed, d.Status)
+	require.Equal(t, "Cluster did not become available within its create_timeout of 4m0s: machines provisioned without a node: c-cp-a, c-md-b; "+
+		"machine c-cp-a: NodeReady: Waiting for a Node with spec.providerID openstack:///0b3c to exist", d.StatusReason)
+}

@@ -130,15 +130,20 @@ func TestInvalidLabelFailsWithItsName(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	tmpl := createTemplate(t, cloudDemo)
-	// An invalid value, and a valid one this cloud's operator does not offer: the local bridges allow
-	// only the in-memory machines ([bridge] allowed_infrastructures).
-	cases := []struct{ label, reason string }{
-		{"kube_tag=latest", "kube_tag"},
-		{"capi_infrastructure=openstack", "label capi_infrastructure: this cloud does not offer it (offered: inmemory)"},
+	// An invalid value, and a valid one this cloud's operator does not offer: the Magnum 23 bridge
+	// offers only the in-memory machines ([bridge] allowed_infrastructures), as a production cloud
+	// offers only OpenStack's.
+	cases := []struct{ cloud, label, reason string }{
+		{cloudDemo, "kube_tag=latest", "kube_tag"},
+		{cloudNewest, "capi_infrastructure=openstack", "label capi_infrastructure: this cloud does not offer it (offered: inmemory)"},
 	}
 	ids := make([]string, len(cases))
 	for i, tc := range cases {
-		ids[i] = createCluster(t, cloudDemo, tmpl, "badlabel-"+suffix(), "--labels", tc.label)
+		tmpl := tmpl
+		if tc.cloud != cloudDemo {
+			tmpl = createTemplate(t, tc.cloud)
+		}
+		ids[i] = createCluster(t, tc.cloud, tmpl, "badlabel-"+suffix(), "--labels", tc.label)
 	}
 	for i, tc := range cases {
 		id := ids[i]
@@ -146,7 +151,7 @@ func TestInvalidLabelFailsWithItsName(t *testing.T) {
 		var c *clusterShow
 		for time.Now().Before(deadline) {
 			var err error
-			c, err = showCluster(t, cloudDemo, id)
+			c, err = showCluster(t, tc.cloud, id)
 			require.NoError(t, err)
 			if c.Status != "CREATE_IN_PROGRESS" {
 				break
@@ -155,9 +160,9 @@ func TestInvalidLabelFailsWithItsName(t *testing.T) {
 		}
 		require.Equal(t, "CREATE_FAILED", c.Status, tc.label)
 		require.Contains(t, c.StatusReason, tc.reason)
-		mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
+		mustOpenstack(t, tc.cloud, "coe", "cluster", "delete", id)
 	}
-	for _, id := range ids {
-		waitGone(t, cloudDemo, id, 2*time.Minute)
+	for i, id := range ids {
+		waitGone(t, cases[i].cloud, id, 2*time.Minute)
 	}
 }

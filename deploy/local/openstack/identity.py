@@ -41,6 +41,8 @@ CATALOG = [
         HOST, ENV["FAKE_COMPUTE_PORT"])),
     ("network", "neutron", "fake-openstack: Neutron network GETs", "http://%s:%s" % (
         HOST, ENV["FAKE_NETWORK_PORT"])),
+    ("load-balancer", "octavia", "fake-openstack: Octavia (CAPO's API load balancers)", "http://%s:%s" % (
+        HOST, ENV["FAKE_LB_PORT"])),
 ]
 INTERFACES = ("public", "internal", "admin")
 

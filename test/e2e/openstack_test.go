@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// The local stack's OpenStack simulator (deploy/local/openstack, docs/openstack-simulator.md): the
+// catalog's Nova and Neutron, and its inspection API.
+var (
+	simulatorCompute = env("MCB_FAKE_COMPUTE_URL", "http://127.0.0.1:8774/v2.1")
+	simulatorNetwork = env("MCB_FAKE_NETWORK_URL", "http://127.0.0.1:9696/v2.0")
+	simulatorInspect = env("MCB_FAKE_INSPECT_URL", "http://127.0.0.1:9877")
+)
+
+// TestOpenStackFlavorOnTheSimulator: a template with capi_infrastructure=openstack makes the real CAPO
+// controllers build the cluster in the tenant's project of the OpenStack simulator — network,
+// subnet, router, security groups, the API floating IP, a server per machine with the template's
+// flavor, image, keypair, availability zone, server group and user-data. Nothing boots, so the
+// create ends CREATE_FAILED at its create_timeout naming the machines without a node; the delete
+// leaves the project as it found it and takes the cluster's application credentials with it.
+func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	tok := demoToken(t)
+	before := projectResources(t, tok.projectID)
+	t.Logf("project %s before: %v", tok.projectID, before)
+
+	tmpl := createTemplate(t, cloudDemo, "--labels", "capi_infrastructure=openstack,availability_zone=nova,server_group_policies=anti-affinity")
+	start := time.Now()
+	name := "os-" + suffix()
+	id := createCluster(t, cloudDemo, tmpl, name, "--node-count", "1", "--timeout", "4")
+
+	// What CAPO built, read from the simulator (not from CAPI objects).
+	var servers []simServer
+	require.Eventually(t, func() bool {
+		servers = projectServers(t, tok.id)
+		return len(servers) > 0
+	}, 4*time.Minute, 2*time.Second, "no server in the simulator; resources: %v", projectResources(t, tok.projectID))
+	timed(t, "openstack: create → first server ACTIVE in the simulator", start)
+	res := projectResources(t, tok.projectID)
+	t.Logf("project %s after the create: %v", tok.projectID, res)
+	for _, coll := range []string{"networks", "subnets", "routers", "security-groups", "floatingips", "ports", "servers", "server-groups"} {
+		require.NotEmpty(t, res[coll], "CAPO made no %s: %v", coll, res)
+	}
+
+	// Security groups: CAPO's managed control-plane and worker groups, with the API port open.
+	var groups struct {
+		SecurityGroups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Direction    string `json:"direction"`
+				Protocol     string `json:"protocol"`
+				PortRangeMin *int   `json:"port_range_min"`
+			} `json:"security_group_rules"`
+		} `json:"security_groups"`
+	}
+	simulatorGET(t, tok.id, simulatorNetwork+"/security-groups", &groups)
+	var apiOpen bool
+	var groupNames []string
+	for _, g := range groups.SecurityGroups {
+		groupNames = append(groupNames, g.Name)
+		for _, r := range g.Rules {
+			if r.Direction == "ingress" && r.Protocol == "tcp" && r.PortRangeMin != nil && *r.PortRangeMin == 6443 {
+				apiOpen = true
+			}
+		}
+	}
+	require.True(t, slices.ContainsFunc(groupNames, func(n string) bool { return strings.HasSuffix(n, "-secgroup-controlplane") }), "%v", groupNames)
+	require.True(t, slices.ContainsFunc(groupNames, func(n string) bool { return strings.HasSuffix(n, "-secgroup-worker") }), "%v", groupNames)
+	require.True(t, apiOpen, "no security group opens the API port 6443: %v", groupNames)
+
+	// One server per machine, with what the template and its labels asked for.
+	machines := clusterMachines(t, id)
+	require.NotEmpty(t, machines)
+	require.Eventually(t, func() bool {
+		servers = projectServers(t, tok.id)
+		return len(servers) >= len(clusterMachines(t, id))
+	}, 2*time.Minute, 2*time.Second, "a server per machine")
+	var serverGroups struct {
+		Groups []struct {
+			Name     string   `json:"name"`
+			Policies []string `json:"policies"`
+			Members  []string `json:"members"`
+		} `json:"server_groups"`
+	}
+	simulatorGET(t, tok.id, simulatorCompute+"/os-server-groups", &serverGroups)
+	for _, s := range servers {
+		t.Logf("server %s: flavor %s, image %s, key %s, AZ %s, metadata %v", s.Name, s.Flavor.ID, s.Image.ID, s.KeyName, s.AvailabilityZone, s.Metadata)
+		require.Equal(t, "ACTIVE", s.Status)
+		require.Equal(t, "default", s.KeyName, s.Name)
+		require.Equal(t, "nova", s.AvailabilityZone, s.Name)
+		require.NotEmpty(t, s.Image.ID, s.Name)
+		isControlPlane := strings.Contains(s.Name, "control-plane")
+		want := map[bool]string{true: "3", false: "2"}[isControlPlane] // m1.medium, m1.small
+		require.Equal(t, want, s.Flavor.ID, "flavor of %s", s.Name)
+		var inGroup string
+		for _, g := range serverGroups.Groups {
+			if slices.Contains(g.Members, s.ID) {
+				inGroup = g.Name
+				require.Equal(t, []string{"anti-affinity"}, g.Policies, "server group %s", g.Name)
+			}
+		}
+		require.NotEmpty(t, inGroup, "server %s is in no server group: %+v", s.Name, serverGroups.Groups)
+		userData, err := base64.StdEncoding.DecodeString(s.UserData)
+		require.NoError(t, err)
+		for _, want := range []string{"kubeadm", "cloud-provider", "external"} {
+			require.Contains(t, string(userData), want, "user-data of %s", s.Name)
+		}
+	}
+	// An operator reads the same with the OpenStack CLI.
+	for _, args := range [][]string{{"server", "list"}, {"network", "list"}, {"security", "group", "list"}, {"floating", "ip", "list"}} {
+		out := mustOpenstack(t, cloudDemo, append(args, "-f", "value", "-c", "ID")...)
+		require.NotEmpty(t, strings.TrimSpace(out), "openstack %s", strings.Join(args, " "))
+	}
+
+	// Nothing boots: the create fails at its create_timeout, naming what has no node.
+	c := waitStatus(t, cloudDemo, id, 7*time.Minute, "CREATE_FAILED")
+	timed(t, "openstack: create → CREATE_FAILED (create_timeout 4 min)", start)
+	t.Logf("status_reason: %s", c.StatusReason)
+	require.Contains(t, c.StatusReason, "create_timeout")
+	for _, m := range clusterMachines(t, id) {
+		if m.Status.NodeRef.Name == "" {
+			require.Contains(t, c.StatusReason, m.Name, "the reason names the machine without a node")
+		}
+	}
+
+	// The delete leaves nothing of the cluster in the project, nor its credentials.
+	require.NotEmpty(t, credentialNames(t, id))
+	start = time.Now()
+	mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
+	waitGone(t, cloudDemo, id, 5*time.Minute)
+	timed(t, "openstack: delete → gone", start)
+	require.Equal(t, before, projectResources(t, tok.projectID), "the delete left resources in the project")
+	require.Empty(t, credentialNames(t, id))
+	require.Empty(t, capiObjects(t, id))
+}
+
+type simServer struct {
+	ID               string            `json:"id"`
+	Name             string            `json:"name"`
+	Status           string            `json:"status"`
+	KeyName          string            `json:"key_name"`
+	Metadata         map[string]string `json:"metadata"`
+	AvailabilityZone string            `json:"OS-EXT-AZ:availability_zone"`
+	UserData         string            `json:"OS-EXT-SRV-ATTR:user_data"`
+	Flavor           struct {
+		ID string `json:"id"`
+	} `json:"flavor"`
+	Image struct {
+		ID string `json:"id"`
+	} `json:"image"`
+}
+
+func projectServers(t *testing.T, token string) []simServer {
+	t.Helper()
+	var out struct {
+		Servers []simServer `json:"servers"`
+	}
+	simulatorGET(t, token, simulatorCompute+"/servers/detail", &out)
+	return out.Servers
+}
+
+// projectResources are the ids of what the simulator holds for the project, by collection.
+func projectResources(t *testing.T, projectID string) map[string][]string {
+	t.Helper()
+	var out map[string][]string
+	simulatorGET(t, "", simulatorInspect+"/projects/"+projectID+"/resources", &out)
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
+	return out
+}
+
+func simulatorGET(t *testing.T, token, url string, into any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("X-Auth-Token", token)
+	}
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s", url)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(into), "GET %s", url)
+}
+
+// clusterMachines are the CAPI Machines of a Magnum cluster, found by the bridge's uuid label.
+func clusterMachines(t *testing.T, clusterUUID string) []clusterv1.Machine {
+	t.Helper()
+	var clusters struct {
+		Items []clusterv1.Cluster `json:"items"`
+	}
+	kubectlJSON(t, mgmtKubeconfig, &clusters, "get", "clusters.cluster.x-k8s.io", "-A", "-o", "json", "-l", "magnum.openstack.org/cluster-uuid="+clusterUUID)
+	if len(clusters.Items) == 0 {
+		return nil
+	}
+	var l clusterv1.MachineList
+	kubectlJSON(t, mgmtKubeconfig, &l, "get", "machines.cluster.x-k8s.io", "-n", clusters.Items[0].Namespace, "-o", "json",
+		"-l", fmt.Sprintf("%s=%s", clusterv1.ClusterNameLabel, clusters.Items[0].Name))
+	return l.Items
+}
