@@ -94,13 +94,19 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 		} `json:"server_groups"`
 	}
 	simulatorGET(t, tok.id, simulatorCompute+"/os-server-groups", &serverGroups)
+	controlPlane := map[string]bool{}
+	for _, m := range clusterMachines(t, id) {
+		_, controlPlane[m.Name] = m.Labels[clusterv1.MachineControlPlaneLabel]
+	}
 	for _, s := range servers {
 		t.Logf("server %s: flavor %s, image %s, key %s, AZ %s, metadata %v", s.Name, s.Flavor.ID, s.Image.ID, s.KeyName, s.AvailabilityZone, s.Metadata)
 		require.Equal(t, "ACTIVE", s.Status)
 		require.Equal(t, "default", s.KeyName, s.Name)
 		require.Equal(t, "nova", s.AvailabilityZone, s.Name)
 		require.NotEmpty(t, s.Image.ID, s.Name)
-		isControlPlane := strings.Contains(s.Name, "control-plane")
+		// CAPO names a server after its OpenStackMachine, which CAPI names after the Machine.
+		isControlPlane, ok := controlPlane[s.Name]
+		require.True(t, ok, "server %s is no machine's (machines: %v)", s.Name, controlPlane)
 		want := map[bool]string{true: "3", false: "2"}[isControlPlane] // m1.medium, m1.small
 		require.Equal(t, want, s.Flavor.ID, "flavor of %s", s.Name)
 		var inGroup string
