@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -36,6 +37,41 @@ type leaseClaims struct {
 	// (replicaIdentity), which is dead, and is taken at once instead of after its expiry.
 	host string
 	now  func() time.Time
+
+	// held are the Leases this replica last wrote, by cluster: renewing or releasing one of them
+	// is a single write whose resourceVersion precondition proves it is still ours, instead of a
+	// read and a write. A write that finds it changed drops the copy and decides from a fresh read.
+	mu   sync.Mutex
+	held map[string]*coordinationv1.Lease
+}
+
+func (l *leaseClaims) cached(id string) *coordinationv1.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[id]
+}
+
+// remember records the Lease this replica just wrote (nil: it holds none); forget drops the copy
+// only if it is still the one a failed write used, so a racing renewal's newer copy stays.
+func (l *leaseClaims) remember(id string, lease *coordinationv1.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = map[string]*coordinationv1.Lease{}
+	}
+	if lease == nil {
+		delete(l.held, id)
+		return
+	}
+	l.held[id] = lease
+}
+
+func (l *leaseClaims) forget(id string, used *coordinationv1.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[id] == used {
+		delete(l.held, id)
+	}
 }
 
 func (l *leaseClaims) previousLife(holder string) bool {
@@ -80,18 +116,38 @@ func (l *leaseClaims) claimOnce(ctx context.Context, id string) (bool, error) {
 	leases := l.leases.Leases(l.namespace)
 	now := metav1.NewMicroTime(l.now())
 	secs := int32(claimDuration / time.Second)
+	// Renewing a claim this replica holds: one write.
+	if mine := l.cached(id); mine != nil {
+		renewed := mine.DeepCopy()
+		renewed.Spec.RenewTime, renewed.Spec.LeaseDurationSeconds = &now, &secs
+		updated, err := leases.Update(ctx, renewed, metav1.UpdateOptions{})
+		if err == nil {
+			l.remember(id, updated)
+			return true, nil
+		}
+		l.forget(id, mine)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, errLostRace // taken, swept or renewed meanwhile: decide from a fresh read
+		}
+		return false, err
+	}
+	// A cluster's first claim: most often no Lease exists, so create first.
+	created, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: l.name(id), Labels: map[string]string{
+			"app.kubernetes.io/name": "magnum-capi-bridge", "app.kubernetes.io/component": "operation-claim"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &l.identity, LeaseDurationSeconds: &secs,
+			AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{})
+	if err == nil {
+		l.remember(id, created)
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, err
+	}
 	cur, err := leases.Get(ctx, l.name(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: l.name(id), Labels: map[string]string{
-				"app.kubernetes.io/name": "magnum-capi-bridge", "app.kubernetes.io/component": "operation-claim"}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &l.identity, LeaseDurationSeconds: &secs,
-				AcquireTime: &now, RenewTime: &now},
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return false, errLostRace
-		}
-		return err == nil, err
+		return false, errLostRace // released between the create and the read
 	}
 	if err != nil {
 		return false, err
@@ -110,12 +166,14 @@ func (l *leaseClaims) claimOnce(ctx context.Context, id string) (bool, error) {
 		cur.Spec.LeaseTransitions = &transitions
 	}
 	cur.Spec.HolderIdentity, cur.Spec.RenewTime, cur.Spec.LeaseDurationSeconds = &l.identity, &now, &secs
-	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+	updated, err := leases.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return false, errLostRace // renewed, taken or released meanwhile: look again
 		}
 		return false, err
 	}
+	l.remember(id, updated)
 	return true, nil
 }
 
@@ -123,6 +181,20 @@ func (l *leaseClaims) claimOnce(ctx context.Context, id string) (bool, error) {
 // precondition keeps a claim another replica just took).
 func (l *leaseClaims) Release(ctx context.Context, id string) error {
 	leases := l.leases.Leases(l.namespace)
+	if mine := l.cached(id); mine != nil {
+		// One delete: its precondition fails if another replica took the claim since our last write.
+		err := leases.Delete(ctx, mine.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &mine.ResourceVersion}})
+		if err == nil || apierrors.IsNotFound(err) {
+			l.forget(id, mine)
+			return nil
+		}
+		l.forget(id, mine)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		// Changed since: read it and release only if it is still ours (a renewal that raced us).
+	}
 	cur, err := leases.Get(ctx, l.name(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
