@@ -36,6 +36,9 @@ import (
 )
 
 // Run serves until ctx ends.
+// pregeneratedKeys is how many RSA keys wait for creates: two clusters' worth.
+const pregeneratedKeys = 8
+
 func Run(ctx context.Context, o *Options, version string) error {
 	log, err := logctx.New(os.Stderr, o.Bridge.LogFormat, o.Bridge.LogLevel)
 	if err != nil {
@@ -133,13 +136,21 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 		claims = &leaseClaims{leases: cs.CoordinationV1(), namespace: o.Bridge.LeaderElectionNamespace, identity: identity, host: o.Host, now: time.Now}
 	}
+	// Each create needs four RSA keys; a few clusters' worth are made ahead, so that a create
+	// arriving alone applies its Cluster without waiting for them.
+	generate := o.Generate
+	bits := generate.RSAKeySize
+	if bits == 0 {
+		bits = certs.DefaultRSAKeySize
+	}
+	generate.Keys = certs.NewKeyPool(ctx, bits, pregeneratedKeys)
 	kicked := &kickMarks{}
 	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
 		kicked.mark(namespace + "/" + name)
 		mgr.Kick(namespace, name)
 	}}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
-		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: o.Generate,
+		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: generate,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 		Claims: claims,

@@ -42,6 +42,8 @@ type GenerateOptions struct {
 	RSAKeySize   int       // 0 → 2048
 	ValidityDays int       // 0 → 1825
 	Now          time.Time // zero → time.Now(); for tests
+	// Keys supplies keys generated ahead of demand; nil: each is generated when needed.
+	Keys *KeyPool
 }
 
 func (o GenerateOptions) normalized() (GenerateOptions, error) {
@@ -128,7 +130,7 @@ func GenerateClusterWithOptions(issuer string, opts GenerateOptions) (*ClusterPK
 	if err != nil {
 		return nil, err
 	}
-	keys, err := generateRSAKeys(4, opts.RSAKeySize)
+	keys, err := generateRSAKeys(opts.Keys, 4, opts.RSAKeySize)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +154,9 @@ func GenerateClusterWithOptions(issuer string, opts GenerateOptions) (*ClusterPK
 	return pki, nil
 }
 
-// generateRSAKeys makes n keys concurrently: key generation dominates GenerateCluster's cost and
-// the keys are independent.
-func generateRSAKeys(n, bits int) ([]*rsa.PrivateKey, error) {
+// generateRSAKeys takes n keys from the pool or makes them concurrently: key generation dominates
+// GenerateCluster's cost and the keys are independent.
+func generateRSAKeys(pool *KeyPool, n, bits int) ([]*rsa.PrivateKey, error) {
 	type result struct {
 		i   int
 		key *rsa.PrivateKey
@@ -163,7 +165,7 @@ func generateRSAKeys(n, bits int) ([]*rsa.PrivateKey, error) {
 	results := make(chan result, n)
 	for i := range n {
 		go func() {
-			key, err := rsa.GenerateKey(rand.Reader, bits)
+			key, err := pool.take(bits)
 			results <- result{i, key, err}
 		}()
 	}
@@ -172,7 +174,7 @@ func generateRSAKeys(n, bits int) ([]*rsa.PrivateKey, error) {
 	for range n {
 		r := <-results
 		if r.err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("certs: generate RSA-%d key: %w", bits, r.err)
+			firstErr = r.err
 		}
 		keys[r.i] = r.key
 	}
