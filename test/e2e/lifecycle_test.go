@@ -127,8 +127,9 @@ func TestUnreachableInfrastructureFails(t *testing.T) {
 // TestInvalidLabelFailsWithItsName: an invalid label value ends the create in CREATE_FAILED with a
 // reason naming the label, at once.
 func TestInvalidLabelFailsWithItsName(t *testing.T) {
-	requireStack(t)
+	requireNewest(t)
 	t.Parallel()
+	shareNewestBridge(t)
 	tmpl := createTemplate(t, cloudDemo)
 	// An invalid value, and a valid one this cloud's operator does not offer: the Magnum 23 bridge
 	// offers only the in-memory machines ([bridge] allowed_infrastructures), as a production cloud

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,17 @@ func requireNewest(t *testing.T) {
 	if _, err := openstack(t, cloudNewest, "coe", "cluster", "list"); err != nil {
 		t.Fatalf("magnum-api 23 is not up: %v; run `make up`", err)
 	}
+}
+
+// newestBridge is held shared by the tests whose operations go through the Magnum 23 bridge, and
+// exclusively by TestOperationDeadlines while it runs that bridge with one-minute deadlines.
+var newestBridge sync.RWMutex
+
+// shareNewestBridge holds the Magnum 23 bridge, with its normal configuration, until the test ends.
+// Call it after t.Parallel: a test waiting here holds one of the parallel slots, not the serial phase.
+func shareNewestBridge(t *testing.T) {
+	newestBridge.RLock()
+	t.Cleanup(newestBridge.RUnlock)
 }
 
 // nodeShow is what the tests read of a workload cluster's Node.
@@ -108,6 +120,7 @@ func nodeGroupReachesNodes(t *testing.T, kubeconfig, ngUUID string, count int, l
 func TestNewestMagnumDayTwo(t *testing.T) {
 	requireNewest(t)
 	t.Parallel()
+	shareNewestBridge(t)
 	const cloud = cloudNewest
 
 	// The second bridge heart-beats into magnum_new as its own conductor host.

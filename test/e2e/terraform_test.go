@@ -98,6 +98,7 @@ func TestTerraformZed(t *testing.T) {
 func TestTerraformNewest(t *testing.T) {
 	requireNewest(t)
 	t.Parallel()
+	shareNewestBridge(t)
 	url := strings.TrimSuffix(env("MCB_MAGNUM_NEW_URL", "http://127.0.0.1:9512/v1"), "/") + "/"
 	terraformLifecycle(t, "23", cloudNewest, fmt.Sprintf("  endpoint_overrides = { \"container-infra\" = %q }", url),
 		filepath.Join(newestRoot, "etc/magnum/magnum.conf"))
