@@ -4,7 +4,9 @@
 package capi
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -380,6 +382,11 @@ func RootCause(obs Observation) string {
 			noNode = append(noNode, m.Name)
 		}
 	}
+	// The condition shown is the first no-node machine's if it has one (for OpenStack: the server id
+	// its Node would carry), else the first machine's that explains a wait.
+	slices.SortStableFunc(machines, func(a, b clusterv1.Machine) int {
+		return cmp.Compare(boolRank(!slices.Contains(noNode, a.Name)), boolRank(!slices.Contains(noNode, b.Name)))
+	})
 	for _, m := range machines {
 		for _, t := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.MachineNodeReadyCondition} {
 			if c := condition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
@@ -406,6 +413,13 @@ func RootCause(obs Observation) string {
 		}
 	}
 	return noCause
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func oneLine(s string) string {

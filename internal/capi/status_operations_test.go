@@ -136,9 +136,11 @@ func TestCreateTimeoutNamesTheMachinesWithoutANode(t *testing.T) {
 	}
 	joined := provisioned("c-md-joined", false)
 	joined.Status.NodeRef.Name = "c-md-joined"
-	pending := machine("c-md-pending", false, false) // no server yet: not "without a node"
+	pending := machine("a-md-pending", false, false) // no server yet: not "without a node"
+	pending.Status.Conditions = append(pending.Status.Conditions,
+		cond(clusterv1.MachineBootstrapConfigReadyCondition, metav1.ConditionFalse, "Waiting for Cluster control plane to be initialized"))
 	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "")),
-		Machines: []clusterv1.Machine{provisioned("c-md-b", false), joined, provisioned("c-cp-a", true), pending}}
+		Machines: []clusterv1.Machine{pending, provisioned("c-md-b", false), joined, provisioned("c-cp-a", true)}}
 	require.Equal(t, CreateInProgress, Decide(cur, obs, start.Add(3*time.Minute)).Status)
 	d := Decide(cur, obs, start.Add(5*time.Minute))
 	require.Equal(t, CreateFailed, d.Status)
