@@ -242,3 +242,12 @@ func (n novaServerGroups) Delete(ctx context.Context, cloudsYAML, caCert []byte,
 	}
 	return c.DeleteServerGroups(ctx, names)
 }
+
+// ReleaseLeftovers implements conductor.FloatingIPs with the same client.
+func (n novaServerGroups) ReleaseLeftovers(ctx context.Context, cloudsYAML, caCert []byte, clusterResourceName string) ([]string, error) {
+	c, err := n.client(ctx, cloudsYAML, caCert)
+	if err != nil {
+		return nil, err
+	}
+	return c.ReleaseLeftoverFloatingIPs(ctx, clusterResourceName)
+}

@@ -103,6 +103,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	var creds conductor.CloudCredentials
 	var serverGroups conductor.ServerGroups
+	var floatingIPs conductor.FloatingIPs
 	if o.Bridge.Credentials != nil {
 		kc, err := newKeystoneCredentials(o.Bridge.Credentials, log)
 		if err != nil {
@@ -111,7 +112,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		kc.countError = func() { metrics.DependencyError(telemetry.Keystone) }
 		creds = kc
 		if o.Bridge.OffersOpenStack() {
-			serverGroups = novaServerGroups{}
+			serverGroups, floatingIPs = novaServerGroups{}, novaServerGroups{}
 		}
 	}
 	var notes *notify.Notifier
@@ -151,7 +152,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: generate,
-		Versions: versions, Credentials: creds, ServerGroups: serverGroups, Logger: log,
+		Versions: versions, Credentials: creds, ServerGroups: serverGroups, FloatingIPs: floatingIPs, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 		Claims: claims,
 	})

@@ -45,6 +45,9 @@ type Observation struct {
 	// annotation names (addons.AnnotationAddonSet); nil until they exist.
 	AddonBinding *addonsv1.ClusterResourceSetBinding
 	AddonSet     *addonsv1.ClusterResourceSet
+	// CloudFailures are the infrastructure provider's refusals ("<Kind> <name>: <message>", e.g.
+	// Nova's quota message on an OpenStackServer), which the Machines do not carry.
+	CloudFailures []string
 }
 
 // Current is the Magnum side as stored.
@@ -372,6 +375,13 @@ func RootCause(obs Observation) string {
 		if dep := m.Status.Deprecated; dep != nil && dep.V1Beta1 != nil && dep.V1Beta1.FailureMessage != nil {
 			return fmt.Sprintf("machine %s failed: %s", m.Name, *dep.V1Beta1.FailureMessage)
 		}
+	}
+	if f := obs.CloudFailures; len(f) > 0 {
+		more := ""
+		if len(f) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(f)-1)
+		}
+		return "the cloud refused: " + f[0] + more
 	}
 	// Machines whose server exists but whose node never registered: what an image that does not
 	// boot (or a node that cannot reach the API) looks like. All are named, with the first one's

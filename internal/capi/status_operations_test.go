@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -146,4 +147,33 @@ func TestCreateTimeoutNamesTheMachinesWithoutANode(t *testing.T) {
 	require.Equal(t, CreateFailed, d.Status)
 	require.Equal(t, "Cluster did not become available within its create_timeout of 4m0s: machines provisioned without a node: c-cp-a, c-md-b; "+
 		"machine c-cp-a: NodeReady: Waiting for a Node with spec.providerID openstack:///0b3c to exist", d.StatusReason)
+}
+
+// What the cloud refused (on CAPO's own objects) explains a create better than the Machines, which
+// only wait.
+func TestCreateTimeoutNamesTheCloudsRefusal(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cur := current(CreateInProgress)
+	cur.CreatedAt, cur.CreateTimeout = start, 2*time.Minute
+	waiting := machine("c-cp-a", true, false)
+	waiting.Status.Conditions = append(waiting.Status.Conditions, cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionFalse, "WaitingForBootstrapData"))
+	quota := "OpenStackServer c-cp-a: error creating Openstack instance: Quota exceeded for instances: Requested 1, but already used 0 of 0 instances"
+	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "")),
+		Machines: []clusterv1.Machine{waiting}, CloudFailures: []string{quota, "OpenStackServer c-cp-b: other"}}
+	d := Decide(cur, obs, start.Add(3*time.Minute))
+	require.Equal(t, CreateFailed, d.Status)
+	require.Equal(t, "Cluster did not become available within its create_timeout of 2m0s: the cloud refused: "+quota+" (and 1 more)", d.StatusReason)
+	require.Contains(t, Decide(cur, obs, start.Add(time.Minute)).StatusReason, "Quota exceeded", "the progress reason shows it before the deadline")
+}
+
+func TestCloudFailuresAreCAPOsErrorConditions(t *testing.T) {
+	o := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
+		map[string]any{"type": "Ready", "status": "False", "severity": "Error", "message": "error creating Openstack instance: Quota exceeded"},
+		map[string]any{"type": "InstanceReady", "status": "False", "severity": "Error", "message": "error creating Openstack instance: Quota exceeded"},
+		map[string]any{"type": "FloatingAddressFromPoolReady", "status": "False", "severity": "Warning", "message": "retrying"},
+		map[string]any{"type": "Other", "status": "True", "severity": "Error", "message": "fine"},
+	}}}}
+	o.SetKind("OpenStackServer")
+	o.SetName("c-cp-a")
+	require.Equal(t, []string{"OpenStackServer c-cp-a: error creating Openstack instance: Quota exceeded"}, cloudFailuresOf(o))
 }

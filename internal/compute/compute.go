@@ -1,6 +1,7 @@
 // Package compute manages what the bridge creates in Nova for a cluster: the server groups its
 // machines are placed in (labels `server_group_policies`; internal/templates renders the
-// OpenStackMachineTemplates that name them).
+// OpenStackMachineTemplates that name them); and it releases the floating IPs CAPO leaves in
+// Neutron when a cluster is deleted (floatingips.go).
 //
 // A Client acts as one cluster's application credential, read from the clouds.yaml the bridge
 // stores in the cluster's cloud-config Secret (keystone.RenderCloudsYAML), so whatever it creates
@@ -55,6 +56,9 @@ func WithCloud(name string) Option { return func(o *clientOptions) { o.cloud = n
 type Client struct {
 	compute   *gophercloud.ServiceClient
 	projectID string
+	// provider and endpoint find Neutron in the same catalog when it is first needed.
+	provider *gophercloud.ProviderClient
+	endpoint gophercloud.EndpointOpts
 	// secrets that took part in authentication, removed from every error message.
 	scrub []string
 
@@ -239,7 +243,8 @@ func NewFromCloudsYAML(ctx context.Context, cloudsYAML, caCert []byte, opts ...O
 	if projectID == "" {
 		return nil, &Error{Op: op, Message: "the token is not project-scoped"}
 	}
-	nova, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: cfg.region, Availability: cfg.availability})
+	endpoint := gophercloud.EndpointOpts{Region: cfg.region, Availability: cfg.availability}
+	nova, err := openstack.NewComputeV2(provider, endpoint)
 	if err != nil {
 		region := cfg.region
 		if region == "" {
@@ -252,5 +257,5 @@ func NewFromCloudsYAML(ctx context.Context, cloudsYAML, caCert []byte, opts ...O
 		}
 		return nil, newError("find Nova", "", err, scrub...)
 	}
-	return &Client{compute: nova, projectID: projectID, scrub: scrub}, nil
+	return &Client{compute: nova, projectID: projectID, scrub: scrub, provider: provider, endpoint: endpoint}, nil
 }

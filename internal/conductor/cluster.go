@@ -426,6 +426,12 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		// Left in the project, visible to the tenant by name; not worth keeping the cluster for.
 		c.log.WarnContext(ctx, "cluster delete: server groups left in Nova", "cluster", id, "error", err)
 	}
+	if err := c.releaseFloatingIPs(ctx, cl); err != nil {
+		if !permanent(err) {
+			return rpc.Retry(err)
+		}
+		c.log.WarnContext(ctx, "cluster delete: floating IPs left in Neutron", "cluster", id, "error", err)
+	}
 	if err := c.revokeCloudCredentials(ctx, caller, cl); err != nil {
 		if !permanent(err) {
 			return rpc.Retry(err)

@@ -37,6 +37,8 @@ type Options struct {
 	Credentials CloudCredentials
 	// ServerGroups creates the Nova server groups of OpenStack clusters; nil means none are made.
 	ServerGroups ServerGroups
+	// FloatingIPs releases the floating IPs CAPO leaves for deleted OpenStack clusters; nil: none.
+	FloatingIPs FloatingIPs
 	Logger       *slog.Logger
 	// UpdateTimeout and DeleteTimeout are the deadlines of updates (resize, upgrade, node group
 	// changes) and deletes; zero means DefaultUpdateTimeout / DefaultDeleteTimeout.

@@ -368,6 +368,8 @@ type fakeKube struct {
 	applies    int
 	// addonSets are the add-on sets applied, by cluster name.
 	addonSets map[string]*addons.Set
+	// cloudFailures is what CloudFailures answers (CAPO's refusals).
+	cloudFailures []string
 }
 
 func newFakeKube(f *faults) *fakeKube {
@@ -449,6 +451,13 @@ func (k *fakeKube) DeleteClusterSecrets(_ context.Context, ns, clusterUUID strin
 		delete(k.secrets, key)
 	}
 	return nil
+}
+
+func (k *fakeKube) CloudFailures(_ context.Context, _, _ string) ([]string, error) {
+	if err := k.f.check("kube.CloudFailures"); err != nil {
+		return nil, err
+	}
+	return k.cloudFailures, nil
 }
 
 func (k *fakeKube) ReadSecret(_ context.Context, ns, name string) (map[string][]byte, bool, error) {

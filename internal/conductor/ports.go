@@ -87,6 +87,9 @@ type Kube interface {
 	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
+	// CloudFailures lists the infrastructure provider's refusals for a CAPI cluster (CAPO's
+	// conditions of severity Error), read on demand.
+	CloudFailures(ctx context.Context, namespace, clusterName string) ([]string, error)
 	// ReadSecret returns a Secret's data; found is false when it does not exist.
 	ReadSecret(ctx context.Context, namespace, name string) (data map[string][]byte, found bool, err error)
 	// DryRunApply asks the apiserver (and its admission webhooks) whether it would accept the objects.

@@ -18,6 +18,39 @@ type ServerGroups interface {
 	Delete(ctx context.Context, cloudsYAML, caCert []byte, names []string) error
 }
 
+// FloatingIPs releases what CAPO leaves in Neutron for a deleted cluster (implemented in
+// internal/app over internal/compute): the API server's floating IP when no control-plane server
+// ever held it.
+type FloatingIPs interface {
+	// ReleaseLeftovers deletes the cluster's unattached floating IPs (clusterResourceName: CAPO's
+	// "<namespace>-<name>") and returns their addresses.
+	ReleaseLeftovers(ctx context.Context, cloudsYAML, caCert []byte, clusterResourceName string) ([]string, error)
+}
+
+// onOpenStack reports whether the cluster's machines are CAPO's, which call the cloud.
+func (c *Conductor) onOpenStack(cl *magnum.Cluster) bool {
+	return templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor) == templates.FlavorOpenStack
+}
+
+// releaseFloatingIPs runs after the CAPI cluster is gone, while its credential still exists.
+func (c *Conductor) releaseFloatingIPs(ctx context.Context, cl *magnum.Cluster) error {
+	if c.opts.FloatingIPs == nil || !c.onOpenStack(cl) {
+		return nil
+	}
+	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)
+	if err != nil || !found {
+		return err // without a credential CAPO created nothing either
+	}
+	released, err := c.opts.FloatingIPs.ReleaseLeftovers(ctx, clouds, ca, c.namespace(cl.ProjectID.Or(""))+"-"+cl.StackID.Or(""))
+	if len(released) > 0 {
+		c.log.InfoContext(ctx, "cluster delete: released the floating IPs CAPO left", "cluster", cl.UUID.Or(""), "addresses", released)
+	}
+	if err != nil {
+		return cloudError("releasing the cluster's floating IPs failed", err)
+	}
+	return nil
+}
+
 // capoCloudConfig is the stored clouds.yaml and CA bundle CAPO authenticates with.
 func (c *Conductor) capoCloudConfig(ctx context.Context, cl *magnum.Cluster) (clouds, caCert []byte, found bool, err error) {
 	data, found, err := c.kube.ReadSecret(ctx, c.namespace(cl.ProjectID.Or("")), templates.CloudConfigSecretName(cl.StackID.Or("")))
@@ -48,7 +81,7 @@ func (c *Conductor) ensureServerGroups(ctx context.Context, cl *magnum.Cluster, 
 // deleteServerGroups removes the server groups of the given node groups (all of a deleted
 // cluster's, or one deleted node group's). It runs while the cluster's credential still exists.
 func (c *Conductor) deleteServerGroups(ctx context.Context, cl *magnum.Cluster, groups []*magnum.NodeGroup) error {
-	if c.opts.ServerGroups == nil || len(groups) == 0 {
+	if c.opts.ServerGroups == nil || len(groups) == 0 || !c.onOpenStack(cl) {
 		return nil
 	}
 	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)

@@ -64,6 +64,14 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 			Autoscaled: autoscaling && g.MaxNodeCount.IsSet() && !g.MaxNodeCount.IsNull() && g.Role.Or("") != "master",
 		})
 	}
+	if (status == CreateInProgress || status == UpdateInProgress) && obs.Cluster != nil && c.onOpenStack(cl) {
+		// Nova's or Neutron's refusal (a quota, a missing image) is only on CAPO's own objects.
+		failures, err := c.kube.CloudFailures(ctx, obs.Cluster.Namespace, obs.Cluster.Name)
+		if err != nil {
+			c.log.WarnContext(ctx, "reading CAPO's conditions failed; the status reason goes without them", "cluster", id, "error", err)
+		}
+		obs.CloudFailures = failures
+	}
 	d := capi.Decide(cur, obs, now)
 	d.StatusReason = redactEndpoints(d.StatusReason)
 	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {

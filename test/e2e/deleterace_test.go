@@ -165,9 +165,11 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 
 type token struct{ id, projectID, userID string }
 
-func demoToken(t *testing.T) token {
+func demoToken(t *testing.T) token { t.Helper(); return tokenOf(t, cloudDemo) }
+
+func tokenOf(t *testing.T, cloud string) token {
 	t.Helper()
-	out := strings.Fields(mustOpenstack(t, cloudDemo, "token", "issue", "-f", "value", "-c", "id", "-c", "project_id", "-c", "user_id"))
+	out := strings.Fields(mustOpenstack(t, cloud, "token", "issue", "-f", "value", "-c", "id", "-c", "project_id", "-c", "user_id"))
 	require.Len(t, out, 3, "token issue: %v", out)
 	return token{id: out[0], projectID: out[1], userID: out[2]}
 }

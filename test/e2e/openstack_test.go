@@ -151,6 +151,33 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	require.Empty(t, capiObjects(t, id))
 }
 
+// TestOpenStackQuotaRefusalIsNamed: with Nova's instances quota at 0 the control plane's server is
+// refused; the create fails at its create_timeout with Nova's own message (CAPO keeps it on its
+// OpenStackServer, not on the Machine), and the delete releases the API floating IP that CAPO
+// allocated and, with no server to detach it from, would leave behind.
+func TestOpenStackQuotaRefusalIsNamed(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	alt := tokenOf(t, cloudAlt)
+	mustOpenstack(t, cloudAdmin, "quota", "set", "--instances", "0", alt.projectID)
+	t.Cleanup(func() { _, _ = openstack(t, cloudAdmin, "quota", "set", "--instances", "50", alt.projectID) })
+	before := projectResources(t, alt.projectID)
+
+	tmpl := createTemplate(t, cloudAlt, "--labels", "capi_infrastructure=openstack")
+	start := time.Now()
+	id := createCluster(t, cloudAlt, tmpl, "osq-"+suffix(), "--node-count", "1", "--timeout", "2")
+	c := waitStatus(t, cloudAlt, id, 6*time.Minute, "CREATE_FAILED")
+	timed(t, "openstack: create over Nova's quota → CREATE_FAILED (create_timeout 2 min)", start)
+	t.Logf("status_reason: %s", c.StatusReason)
+	require.Contains(t, c.StatusReason, "create_timeout of 2m0s")
+	require.Contains(t, c.StatusReason, "Quota exceeded for instances: Requested 1, but already used 0 of 0 instances")
+	require.NotEmpty(t, projectResources(t, alt.projectID)["floatingips"], "CAPO allocated the API floating IP")
+
+	mustOpenstack(t, cloudAlt, "coe", "cluster", "delete", id)
+	waitGone(t, cloudAlt, id, 5*time.Minute)
+	require.Equal(t, before, projectResources(t, alt.projectID), "the delete left resources in the project")
+}
+
 type simServer struct {
 	ID               string            `json:"id"`
 	Name             string            `json:"name"`
