@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 GO=${GO:-go}
 PKGS=${PKGS:-./...}
 TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
-E2E_PARALLEL=${E2E_PARALLEL:-6}
+E2E_PARALLEL=${E2E_PARALLEL:-4}
 flags=(-race -count=1 -timeout "$TEST_TIMEOUT")
 
 mapfile -t all < <($GO list $PKGS) || exit 1
