@@ -39,7 +39,7 @@ type Options struct {
 	ServerGroups ServerGroups
 	// FloatingIPs releases the floating IPs CAPO leaves for deleted OpenStack clusters; nil: none.
 	FloatingIPs FloatingIPs
-	Logger       *slog.Logger
+	Logger      *slog.Logger
 	// UpdateTimeout and DeleteTimeout are the deadlines of updates (resize, upgrade, node group
 	// changes) and deletes; zero means DefaultUpdateTimeout / DefaultDeleteTimeout.
 	UpdateTimeout, DeleteTimeout time.Duration
