@@ -162,7 +162,12 @@ func TestTenantViewKeystoneLogin(t *testing.T) {
 	var mine capiClusterList
 	require.Eventually(t, func() bool {
 		l, out, err := list(demoKC, demoNS)
-		require.NoError(t, err, out)
+		if err != nil {
+			// Each try runs `openstack token issue` and the token webhook asks Keystone: on a
+			// loaded machine one can time out; the next try decides.
+			t.Logf("as demo: %v: %s (tried again)", err, out)
+			return false
+		}
 		for _, c := range l.Items {
 			if c.Metadata.Labels["magnum.openstack.org/cluster-uuid"] == demoUUID && len(c.Status.Conditions) > 0 {
 				mine = l
@@ -170,7 +175,7 @@ func TestTenantViewKeystoneLogin(t *testing.T) {
 			}
 		}
 		return false
-	}, 2*time.Minute, 2*time.Second, "demo's Cluster with conditions, as demo")
+	}, 5*time.Minute, 2*time.Second, "demo's Cluster with conditions, as demo")
 	for _, c := range mine.Items {
 		require.Equal(t, demoNS, c.Metadata.Namespace)
 		require.NotEqual(t, altUUID, c.Metadata.Labels["magnum.openstack.org/cluster-uuid"])
