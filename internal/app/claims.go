@@ -51,17 +51,13 @@ func (l *leaseClaims) cached(id string) *coordinationv1.Lease {
 	return l.held[id]
 }
 
-// remember records the Lease this replica just wrote (nil: it holds none); forget drops the copy
-// only if it is still the one a failed write used, so a racing renewal's newer copy stays.
+// remember records the Lease this replica just wrote; forget drops the copy only if it is still
+// the one a failed write used, so a racing renewal's newer copy stays.
 func (l *leaseClaims) remember(id string, lease *coordinationv1.Lease) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.held == nil {
 		l.held = map[string]*coordinationv1.Lease{}
-	}
-	if lease == nil {
-		delete(l.held, id)
-		return
 	}
 	l.held[id] = lease
 }
@@ -185,11 +181,10 @@ func (l *leaseClaims) Release(ctx context.Context, id string) error {
 		// One delete: its precondition fails if another replica took the claim since our last write.
 		err := leases.Delete(ctx, mine.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: &mine.ResourceVersion}})
+		l.forget(id, mine)
 		if err == nil || apierrors.IsNotFound(err) {
-			l.forget(id, mine)
 			return nil
 		}
-		l.forget(id, mine)
 		if !apierrors.IsConflict(err) {
 			return err
 		}
