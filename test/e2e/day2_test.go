@@ -45,6 +45,7 @@ func waitNodeGroupIn(t *testing.T, cloud, cluster, name, want string) *nodeGroup
 	t.Helper()
 	deadline := time.Now().Add(6 * time.Minute)
 	for time.Now().Before(deadline) {
+		awaitPolled(cloud, "/clusters/"+cluster+"/nodegroups/"+name, deadline, 3*time.Second, want)
 		ng, err := showNodeGroupIn(t, cloud, cluster, name)
 		require.NoError(t, err)
 		if ng.Status == want {

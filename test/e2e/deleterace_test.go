@@ -198,9 +198,12 @@ func insertClusterRows(t *testing.T, store *db.Store, tok token, templateUUID, n
 
 var magnumHTTP = &http.Client{Timeout: 60 * time.Second}
 
-// get asks magnum-api as the token's user.
-func get(tok, path string) (int, string) {
-	req, err := http.NewRequest(http.MethodGet, magnumURL+path, nil)
+// get asks magnum-api (15) as the token's user.
+func get(tok, path string) (int, string) { return getFrom(magnumURL, tok, path) }
+
+// getFrom asks the magnum-api at base as the token's user.
+func getFrom(base, tok, path string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
 		return 0, err.Error()
 	}

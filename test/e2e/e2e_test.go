@@ -185,6 +185,7 @@ func waitStatus(t *testing.T, cloud, id string, timeout time.Duration, want ...s
 	deadline := time.Now().Add(timeout)
 	var last *clusterShow
 	for time.Now().Before(deadline) {
+		awaitPolled(cloud, "/clusters/"+id, deadline, 3*time.Second, want...)
 		c, err := showCluster(t, cloud, id)
 		require.NoError(t, err)
 		last = c
@@ -206,6 +207,7 @@ func waitGone(t *testing.T, cloud, id string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
+		awaitPolled(cloud, "/clusters/"+id, deadline, 3*time.Second, "GONE")
 		_, err := showCluster(t, cloud, id)
 		if err != nil && strings.Contains(err.Error(), "could not be found") {
 			return

@@ -319,20 +319,37 @@ func createComplete(t *testing.T, template, prefix string, n int) []string {
 
 func matrixOps(t *testing.T) []matrixOp {
 	var (
-		tmpl, oldTmpl         string
-		updateID, resizeID    string
-		ngCreateID, ngDelID   string
-		upgradeIDs, deleteIDs []string
-		cpID                  string
-		mu                    sync.Mutex
+		tmpl, oldTmpl       string
+		updateID, resizeID  string
+		ngCreateID, ngDelID string
+		cpID                string
+		// A cluster created in round r is upgraded in round r+1 and deleted in round r+2: only the
+		// first rounds' upgrade and delete need clusters made beforehand (the preparation is the
+		// matrix's longest part, and every live cluster costs the 2-core machine's controllers).
+		created, upgradeIDs, deleteIDs []string
+		mu                             sync.Mutex
 	)
 	createWait := func(cloud, id string) { waitStatus(t, cloud, id, 10*time.Minute, "CREATE_COMPLETE") }
+	// target is the cluster round r of an operation works on: prepared for the first rounds, else the
+	// one round r-age created.
+	target := func(prepared []string, r, age int) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if r < len(prepared) {
+			return prepared[r]
+		}
+		return created[r-age]
+	}
 	return []matrixOp{
 		{"create", func(t *testing.T, e *faultEnv, rounds int) {
 			tmpl = createTemplate(t, cloudDemo)
 			oldTmpl = createTemplate(t, cloudDemo, "--image", "ubuntu-2404-kube-v1.35.4")
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			id := createCluster(t, cloudDemo, tmpl, fmt.Sprintf("fm-create-%d-%s", r, suffix()), "--node-count", "1")
+			// The old release, so that the next round can upgrade it.
+			id := createCluster(t, cloudDemo, oldTmpl, fmt.Sprintf("fm-create-%d-%s", r, suffix()), "--node-count", "1")
+			mu.Lock()
+			created = append(created, id)
+			mu.Unlock()
 			return id, "CREATE_COMPLETE", func() string { return e.consistent(id) }
 		}},
 		{"update node_count", func(t *testing.T, e *faultEnv, rounds int) {
@@ -420,11 +437,9 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"upgrade", func(t *testing.T, e *faultEnv, rounds int) {
-			upgradeIDs = createComplete(t, oldTmpl, "fm-upg-", rounds)
+			upgradeIDs = createComplete(t, oldTmpl, "fm-upg-", min(rounds, 1))
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			mu.Lock()
-			id := upgradeIDs[r]
-			mu.Unlock()
+			id := target(upgradeIDs, r, 1)
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "upgrade", id, tmpl)
 			return id, "UPDATE_COMPLETE", func() string {
 				c, err := showCluster(t, cloudDemo, id)
@@ -435,9 +450,9 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"delete", func(t *testing.T, e *faultEnv, rounds int) {
-			deleteIDs = createComplete(t, tmpl, "fm-del-", rounds)
+			deleteIDs = createComplete(t, tmpl, "fm-del-", min(rounds, 2))
 		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			id := deleteIDs[r]
+			id := target(deleteIDs, r, 2)
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
 			return id, "GONE", func() string { return e.gone(id) }
 		}},

@@ -203,7 +203,13 @@ func TestTenantViewKeystoneLogin(t *testing.T) {
 	requireForbidden(t, "demo listing namespaces", out, err)
 	out, err = tenantKubectl(demoKC, "get", "clusters.cluster.x-k8s.io", "-A")
 	requireForbidden(t, "demo listing Clusters of all namespaces", out, err)
-	name := mine.Items[0].Metadata.Name
+	// Its own Cluster: another test's may be gone by now (NotFound is no proof of a refusal).
+	var name string
+	for _, c := range mine.Items {
+		if c.Metadata.Labels["magnum.openstack.org/cluster-uuid"] == demoUUID {
+			name = c.Metadata.Name
+		}
+	}
 	out, err = tenantKubectl(demoKC, "annotate", "clusters.cluster.x-k8s.io", name, "-n", demoNS, "tenant-view=write", "--dry-run=server")
 	requireForbidden(t, "demo annotating its Cluster", out, err)
 	out, err = tenantKubectl(demoKC, "delete", "clusters.cluster.x-k8s.io", name, "-n", demoNS, "--dry-run=server")
