@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -34,9 +35,16 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if err := authorize(req.Context, project); err != nil {
 		return nil, err
 	}
+	steps := newStepTimer()
+	defer func() {
+		if c.log.Enabled(ctx, slog.LevelDebug) {
+			c.log.DebugContext(ctx, "cluster_create handled", "cluster", id, "steps", steps.String())
+		}
+	}()
 	// The tenant boundary comes from the row, not the message: a uuid that already names another
 	// project's cluster is not this request's to touch.
 	existing, err := c.store.GetCluster(ctx, id)
+	steps.mark("lookup")
 	switch {
 	case err == nil:
 		if existing.ProjectID.Or("") != project {
@@ -68,6 +76,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	}
 	templateID, _ := cl.ClusterTemplateID.Get()
 	tmpl, err := c.store.GetClusterTemplate(ctx, templateID)
+	steps.mark("template")
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
 			return nil, rpc.Retry(err)
@@ -97,6 +106,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if _, err := c.store.CreateCluster(ctx, cl, []*magnum.NodeGroup{master, worker}); err != nil {
 		return nil, rpc.Retry(fmt.Errorf("insert cluster %s: %w", id, err))
 	}
+	steps.mark("insert")
 	if refusal != nil {
 		c.log.WarnContext(ctx, "cluster_create refused", "cluster", id, "error", refusal)
 		return nil, nil
@@ -105,7 +115,10 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if err != nil {
 		return nil, rpc.Retry(err)
 	}
-	return nil, c.resumeCreate(ctx, stored, req)
+	steps.mark("reread")
+	err = c.resumeCreate(ctx, stored, req)
+	steps.mark("claim+credentials")
+	return nil, err
 }
 
 // resumeCreate continues a create whose rows exist: it issues the cloud credentials as the
@@ -225,6 +238,12 @@ func firstNonEmpty(s ...string) string {
 // applyCluster renders and applies everything a cluster needs in the management cluster.
 func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller *rpc.Context, upgrade *templates.Upgrade) error {
 	id := cl.UUID.Or("")
+	steps := newStepTimer()
+	defer func() {
+		if c.log.Enabled(ctx, slog.LevelDebug) {
+			c.log.DebugContext(ctx, "cluster apply", "cluster", id, "steps", steps.String())
+		}
+	}()
 	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -236,6 +255,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err != nil {
 		return err
 	}
+	steps.mark("rows")
 	in := c.renderInput(cl, tmpl, groups, upgrade)
 	rendered, err := templates.Render(in)
 	if err != nil {
@@ -245,13 +265,16 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 		}
 		return &permanentError{err}
 	}
+	steps.mark("render")
 	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
 		return err
 	}
+	steps.mark("namespace")
 	pki, err := c.ensureCertificates(ctx, cl)
 	if err != nil {
 		return err
 	}
+	steps.mark("certificates")
 	secrets, err := pki.CAPISecrets(rendered.Cluster.GetName())
 	if err != nil {
 		return &permanentError{err}
@@ -259,20 +282,26 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.kube.ApplyClusterSecrets(ctx, in.Namespace, id, secrets); err != nil {
 		return err
 	}
+	steps.mark("secrets")
 	if err := c.ensureCloudCredentials(ctx, caller, cl, in.Namespace, rendered.Cluster.GetName()); err != nil {
 		return err
 	}
 	if err := c.ensureServerGroups(ctx, cl, rendered.ServerGroups); err != nil {
 		return err
 	}
+	steps.mark("cloud")
 	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
 		return err
 	}
+	steps.mark("class")
 	nameAddonSet(rendered)
 	if err := c.kube.Apply(ctx, rendered.Cluster); err != nil {
 		return err
 	}
-	return c.applyAddons(ctx, in, rendered)
+	steps.mark("cluster")
+	err = c.applyAddons(ctx, in, rendered)
+	steps.mark("addons")
+	return err
 }
 
 // ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a

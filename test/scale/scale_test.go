@@ -6,6 +6,7 @@ package scale
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -211,8 +212,8 @@ cluster_credentials = false
 require_admission_policies = false
 metrics_bind = %s
 log_format = json
-log_level = info
-`, broker.User, broker.Password, broker.Host, broker.Port, broker.Vhost, h.prefix, dbURL, h.api.bridgeKube, h.prefix, metricsAddr)))
+log_level = %s
+`, broker.User, broker.Password, broker.Host, broker.Port, broker.Vhost, h.prefix, dbURL, h.api.bridgeKube, h.prefix, metricsAddr, cmp.Or(os.Getenv("MCB_SCALE_LOG_LEVEL"), "info"))))
 	opts, err := app.LoadOptions(conf)
 	if err != nil {
 		b.Fatal(err)
@@ -243,6 +244,12 @@ log_level = info
 			<-done
 		}
 		logf.Close()
+		// MCB_SCALE_BRIDGE_LOG keeps the bridge's log (with MCB_SCALE_LOG_LEVEL=debug: each apply's steps).
+		if keep := os.Getenv("MCB_SCALE_BRIDGE_LOG"); keep != "" {
+			if data, err := os.ReadFile(filepath.Join(h.dir, "bridge.log")); err == nil {
+				_ = os.WriteFile(keep, data, 0o600)
+			}
+		}
 		if b.Failed() {
 			b.Logf("bridge log, last lines:\n%s", tailFile(filepath.Join(h.dir, "bridge.log"), 40))
 		}
