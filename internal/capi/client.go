@@ -65,6 +65,7 @@ type Client struct {
 	// namespace ([bridge] tenant_view).
 	ProjectViewers bool
 	self           selfSubject
+	applied        appliedCache
 }
 
 // Apply server-side-applies objects in order under the bridge's field manager.
@@ -74,6 +75,11 @@ func (c *Client) Apply(ctx context.Context, objs ...*unstructured.Unstructured) 
 		o.SetManagedFields(nil)
 		o.SetResourceVersion("")
 		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			ns := o.GetNamespace()
+			if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" {
+				ns = o.GetName()
+			}
+			c.applied.forget(ns) // what was applied there may be gone: the retry applies it all again
 			return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}

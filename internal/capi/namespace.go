@@ -2,6 +2,7 @@ package capi
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
 	"strings"
@@ -156,10 +157,39 @@ func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID str
 		}
 		objects = append(objects, vb)
 	}
+	// Applied moments ago with the same content (the project's previous create): nothing to do.
+	sum, err := objectsSum(objects)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if c.applied.fresh(name, projectNamespaceKey, sum, now) {
+		return nil
+	}
 	if err := c.Apply(ctx, objects...); err != nil {
 		return err
 	}
-	return c.waitSecretAccess(ctx, name)
+	if err := c.waitSecretAccess(ctx, name); err != nil {
+		return err
+	}
+	c.applied.remember(name, projectNamespaceKey, sum, now)
+	return nil
+}
+
+// projectNamespaceKey is the applied-cache key of a project namespace's own objects (namespace,
+// bindings, policy, quota), remembered together.
+const projectNamespaceKey = "project-namespace"
+
+func objectsSum(objs []*unstructured.Unstructured) ([sha256.Size]byte, error) {
+	h := sha256.New()
+	for _, o := range objs {
+		sum, err := objectSum(o)
+		if err != nil {
+			return [sha256.Size]byte{}, err
+		}
+		h.Write(sum[:])
+	}
+	return [sha256.Size]byte(h.Sum(nil)), nil
 }
 
 // EnsureProjectNamespaces re-applies the policy, quota and binding of every project namespace

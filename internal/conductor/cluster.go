@@ -290,7 +290,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 		return err
 	}
 	steps.mark("cloud")
-	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
+	if err := c.kube.ApplyUnchanged(ctx, rendered.ClassObjects...); err != nil {
 		return err
 	}
 	steps.mark("class")

@@ -405,6 +405,11 @@ func (k *fakeKube) Apply(_ context.Context, objs ...*unstructured.Unstructured) 
 	return nil
 }
 
+// ApplyUnchanged applies everything: the fake remembers nothing between applies.
+func (k *fakeKube) ApplyUnchanged(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	return k.Apply(ctx, objs...)
+}
+
 func (k *fakeKube) ApplyClusterSecrets(_ context.Context, ns, _ string, secrets []certs.CAPISecret) error {
 	if err := k.f.check("kube.ApplyClusterSecrets"); err != nil {
 		return err

@@ -84,6 +84,9 @@ type Claims interface {
 type Kube interface {
 	EnsureProjectNamespace(ctx context.Context, name, projectID string) error
 	Apply(ctx context.Context, objs ...*unstructured.Unstructured) error
+	// ApplyUnchanged applies the objects, skipping those this process applied with the same content
+	// moments ago (a template's ClusterClass, shared by the project's clusters).
+	ApplyUnchanged(ctx context.Context, objs ...*unstructured.Unstructured) error
 	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error

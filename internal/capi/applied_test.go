@@ -1,0 +1,69 @@
+package capi
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+func configMap(ns, name, value string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"v": value}}}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// TestApplyUnchangedSkipsWhatItAppliedAsIs: the second apply of the same content sends nothing; a
+// changed object, another namespace's, and everything in a namespace where an apply failed are
+// sent again.
+func TestApplyUnchangedSkipsWhatItAppliedAsIs(t *testing.T) {
+	var patches []string
+	failing := ""
+	c := &Client{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+			patches = append(patches, obj.GetNamespace()+"/"+obj.GetName())
+			if obj.GetName() == failing {
+				return errors.New("the ClusterClass is gone")
+			}
+			return nil
+		},
+	}).Build()}
+	ctx := context.Background()
+
+	require.NoError(t, c.ApplyUnchanged(ctx, configMap("a", "class", "1"), configMap("a", "template", "1")))
+	require.NoError(t, c.ApplyUnchanged(ctx, configMap("a", "class", "1"), configMap("a", "template", "1")))
+	require.Equal(t, []string{"a/class", "a/template"}, patches, "the unchanged objects were sent again")
+
+	require.NoError(t, c.ApplyUnchanged(ctx, configMap("a", "class", "2"), configMap("b", "class", "1")))
+	require.Equal(t, []string{"a/class", "a/template", "a/class", "b/class"}, patches[:4])
+
+	// A failed apply in a namespace (here the Cluster's, whose class someone deleted) forgets what
+	// was applied there: the retry applies the class again.
+	failing = "cluster"
+	require.Error(t, c.Apply(ctx, configMap("a", "cluster", "1")))
+	failing = ""
+	patches = nil
+	require.NoError(t, c.ApplyUnchanged(ctx, configMap("a", "class", "2"), configMap("b", "class", "1")))
+	require.Equal(t, []string{"a/class"}, patches, "namespace a applied again, b not")
+}
+
+func TestAppliedCacheExpires(t *testing.T) {
+	var a appliedCache
+	now := time.Now()
+	sum := [32]byte{1}
+	a.remember("ns", "k", sum, now)
+	require.True(t, a.fresh("ns", "k", sum, now.Add(appliedTTL-time.Second)))
+	require.False(t, a.fresh("ns", "k", sum, now.Add(appliedTTL)), "after the TTL the object is applied again")
+	require.False(t, a.fresh("ns", "k", [32]byte{2}, now), "other content")
+	a.forget("ns")
+	require.False(t, a.fresh("ns", "k", sum, now))
+}
