@@ -333,12 +333,12 @@ func (c *Cloud) createNeutronLocked(coll string, in doc, caller Caller) (doc, in
 		}
 		if str(d, "floating_ip_address") == "" {
 			sn, _ := c.subnetLocked(subnets[0])
-			ip, err := c.sim.allocateIP(subnets[0], str(sn, "cidr"), c.ipTakenLocked)
+			ip, err := c.sim.allocateIP(subnets[0], str(sn, "cidr"), c.ipTakenLocked(subnets[0]))
 			if err != nil {
 				return nil, http.StatusConflict, "ExternalIpAddressExhausted", err.Error()
 			}
 			d["floating_ip_address"] = ip
-		} else if c.ipTakenLocked(str(d, "floating_ip_address")) {
+		} else if c.ipTakenLocked(subnets[0])(str(d, "floating_ip_address")) {
 			return nil, http.StatusConflict, "IpAddressInUse", fmt.Sprintf("Unable to complete operation for network %s. The IP address %s is in use.", str(network, "id"), str(d, "floating_ip_address"))
 		}
 		d["floating_network_id"] = network["id"]
@@ -391,30 +391,34 @@ func sameRule(a, b doc) bool {
 	return true
 }
 
-// ipTakenLocked: an address held by any port or floating IP (the fake's subnets do not overlap).
-func (c *Cloud) ipTakenLocked(ip string) bool {
-	for _, p := range c.sim.coll("ports").docs {
-		for _, f := range fixedIPs(p) {
-			if f["ip_address"] == ip {
-				return true
-			}
-		}
-	}
-	for _, f := range c.sim.coll("floatingips").docs {
-		if str(f, "floating_ip_address") == ip {
-			return true
-		}
-	}
-	for _, r := range c.sim.coll("routers").docs {
-		if gw, ok := r["external_gateway_info"].(map[string]any); ok {
-			for _, f := range anyMaps(gw["external_fixed_ips"]) {
-				if f["ip_address"] == ip {
+// ipTakenLocked reports, for one subnet, whether an address is held by a port, a router's gateway
+// or a floating IP. As in Neutron, an address is unique within its subnet only: two projects'
+// networks may both be 10.6.0.0/24 (CAPO's default node CIDR), each with its own 10.6.0.1.
+func (c *Cloud) ipTakenLocked(subnetID string) func(ip string) bool {
+	return func(ip string) bool {
+		for _, p := range c.sim.coll("ports").docs {
+			for _, f := range fixedIPs(p) {
+				if f["ip_address"] == ip && f["subnet_id"] == subnetID {
 					return true
 				}
 			}
 		}
+		for _, f := range c.sim.coll("floatingips").docs {
+			if str(f, "floating_ip_address") == ip && slices.Contains(c.subnetsOfLocked(str(f, "floating_network_id")), subnetID) {
+				return true
+			}
+		}
+		for _, r := range c.sim.coll("routers").docs {
+			if gw, ok := r["external_gateway_info"].(map[string]any); ok {
+				for _, f := range anyMaps(gw["external_fixed_ips"]) {
+					if f["ip_address"] == ip && f["subnet_id"] == subnetID {
+						return true
+					}
+				}
+			}
+		}
+		return false
 	}
-	return false
 }
 
 func anyMaps(v any) []map[string]any {
@@ -451,7 +455,7 @@ func (c *Cloud) gatewayInfoLocked(v any, project string) (any, string) {
 	}
 	if subnets := c.subnetsOfLocked(str(network, "id")); len(subnets) > 0 {
 		sn, _ := c.subnetLocked(subnets[0])
-		ip, err := c.sim.allocateIP(subnets[0], str(sn, "cidr"), c.ipTakenLocked)
+		ip, err := c.sim.allocateIP(subnets[0], str(sn, "cidr"), c.ipTakenLocked(subnets[0]))
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -503,10 +507,10 @@ func (c *Cloud) fillPortLocked(d doc, project string) string {
 		ip := str(f, "ip_address")
 		if ip == "" {
 			var err error
-			if ip, err = c.sim.allocateIP(subnetID, str(sn, "cidr"), c.ipTakenLocked); err != nil {
+			if ip, err = c.sim.allocateIP(subnetID, str(sn, "cidr"), c.ipTakenLocked(subnetID)); err != nil {
 				return err.Error()
 			}
-		} else if c.ipTakenLocked(ip) {
+		} else if c.ipTakenLocked(subnetID)(ip) {
 			return fmt.Sprintf("IP address %s already allocated in subnet %s", ip, subnetID)
 		}
 		out = append(out, map[string]any{"subnet_id": subnetID, "ip_address": ip})

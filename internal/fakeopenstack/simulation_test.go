@@ -346,6 +346,34 @@ func TestProjectsAreIsolated(t *testing.T) {
 	require.NoError(t, err, "project A still has its server")
 }
 
+// TestOverlappingSubnetsOfTwoProjects: CAPO gives every cluster's network the same node CIDR
+// (10.6.0.0/24): two projects' routers each get their subnet's gateway address, their ports the
+// same first addresses. Addresses are unique per subnet, not across the cloud.
+func TestOverlappingSubnetsOfTwoProjects(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	var gateways, first []string
+	for _, token := range []string{"token-a", "token-b"} {
+		c := sim.clients(token)
+		net, err := networks.Create(ctx, c.network, networks.CreateOpts{Name: "k8s-clusterapi-cluster"}).Extract()
+		require.NoError(t, err)
+		subnet, err := subnets.Create(ctx, c.network, subnets.CreateOpts{NetworkID: net.ID, CIDR: "10.6.0.0/24", IPVersion: 4}).Extract()
+		require.NoError(t, err)
+		router, err := routers.Create(ctx, c.network, routers.CreateOpts{Name: "k8s-clusterapi-cluster"}).Extract()
+		require.NoError(t, err)
+		iface, err := routers.AddInterface(ctx, c.network, router.ID, routers.AddInterfaceOpts{SubnetID: subnet.ID}).Extract()
+		require.NoError(t, err, "%s: the router's interface on its own subnet", token)
+		gw, err := ports.Get(ctx, c.network, iface.PortID).Extract()
+		require.NoError(t, err)
+		gateways = append(gateways, gw.FixedIPs[0].IPAddress)
+		port, err := ports.Create(ctx, c.network, ports.CreateOpts{NetworkID: net.ID}).Extract()
+		require.NoError(t, err)
+		first = append(first, port.FixedIPs[0].IPAddress)
+	}
+	require.Equal(t, []string{"10.6.0.1", "10.6.0.1"}, gateways)
+	require.Equal(t, []string{"10.6.0.2", "10.6.0.2"}, first)
+}
+
 // TestInstanceQuota: with the admin's instances=1 for a project, its second server is refused with
 // Nova's TooManyInstances message; other projects keep the default.
 func TestInstanceQuota(t *testing.T) {
