@@ -41,12 +41,11 @@ kubeconfig:
 	@deploy/local/mgmt-kubeconfig.sh
 
 ## test: every test — unit, integration against the real services, end to end against `make up`
-## (with the race detector), then the fault matrix alone (it restarts services the others use), then a
-## small run of the three-replica churn test.
+## (with the race detector), then the fault matrix (its faults once the others have ended: it restarts
+## services they use; deploy/local/go-test.sh runs it), then a small run of the three-replica churn test.
 test: lint up
 	/usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
 	GO=$(GO) PKGS="$(PKGS)" TEST_TIMEOUT=$(TEST_TIMEOUT) E2E_PARALLEL=$(E2E_PARALLEL) deploy/local/go-test.sh
-	$(MAKE) test-faults
 	$(MAKE) churn CHURN_CLUSTERS=4 CHURN_DELETES=2 CHURN_SEED=3  # the churn test's smoke (~3 min), so it cannot rot
 
 ## test-faults: the fault matrix (operation × real fault, one seed per cell); needs `make up`.

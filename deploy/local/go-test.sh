@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`'s Go stage: the end-to-end package starts at once, next to all the other packages, and
-# runs E2E_PARALLEL of its tests at a time. Its tests spend their minutes waiting on clusters, so go
+# runs E2E_PARALLEL of its tests at a time; the fault matrix follows it (its preparation overlapping
+# the end-to-end tests' end). Its tests spend their minutes waiting on clusters, so go
 # test's default (-parallel = GOMAXPROCS = 2 here), and its place behind the other packages in a `-p 2`
 # run, left the machine idle for most of the stage.
 set -uo pipefail
@@ -47,8 +48,23 @@ if [[ $PKGS == ./... ]]; then
   make --no-print-directory bench-scale-smoke GO="$GO" || others_rc=$?
 fi
 echo "== go test (all packages but the end-to-end one): exit $others_rc after $((SECONDS - t0))s"
+# The fault matrix (`make test-faults`) restarts services every other test uses, so it injects no
+# fault before the end-to-end package has ended; but its preparation (a dozen clusters made through
+# the CLI, ~5 min) only creates, and overlaps the end-to-end tests' last minutes from here.
+faults_rc=0
+if [[ $PKGS == ./... && ${MCB_SKIP_FAULTS:-0} != 1 ]]; then
+  gate=$(mktemp -u "${TMPDIR:-/tmp}/mcb-e2e-ended.XXXXXX")
+  MCB_FAULTS_START_AFTER=$gate make --no-print-directory test-faults GO="$GO" &
+  faults_pid=$!
+fi
 if ((${#e2e[@]})); then
   wait "$e2e_pid" || e2e_rc=$?
   echo "== go test ${e2e[*]} (-parallel $E2E_PARALLEL): exit $e2e_rc after $((SECONDS - t0))s"
 fi
-((others_rc == 0 && e2e_rc == 0))
+if [[ -n ${faults_pid:-} ]]; then
+  touch "$gate"
+  wait "$faults_pid" || faults_rc=$?
+  rm -f "$gate"
+  echo "== fault matrix: exit $faults_rc after $((SECONDS - t0))s"
+fi
+((others_rc == 0 && e2e_rc == 0 && faults_rc == 0))

@@ -500,6 +500,20 @@ func TestFaultMatrix(t *testing.T) {
 		t.FailNow() // a cluster the matrix needs could not be made
 	}
 	timed(t, "fault matrix: clusters prepared", start)
+	// MCB_FAULTS_START_AFTER names a file: `make test` starts the matrix while the last end-to-end
+	// tests run, so that this preparation (creates only, no fault) overlaps them; the first fault
+	// waits until the file exists (the end-to-end package has ended).
+	if gate := os.Getenv("MCB_FAULTS_START_AFTER"); gate != "" {
+		waited := time.Now()
+		for {
+			if _, err := os.Stat(gate); err == nil {
+				break
+			}
+			require.Less(t, time.Since(waited), time.Hour, "%s never appeared", gate)
+			time.Sleep(2 * time.Second)
+		}
+		timed(t, "fault matrix: waited for the end-to-end tests to end", waited)
+	}
 
 	var cells []matrixCell
 	for r, f := range injectors {
