@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,6 +146,8 @@ func (c *Client) MarkMachinesForDeletion(ctx context.Context, namespace, cluster
 // ApplyClusterSecrets writes the certificate secrets CAPI's control plane uses instead of generating
 // its own, so that certificates Magnum signs are trusted by the cluster.
 func (c *Client) ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error {
+	// All at once: they are independent, and they stand between a create's cast and its Cluster.
+	objs := make([]*unstructured.Unstructured, 0, len(secrets))
 	for _, s := range secrets {
 		sec := &corev1.Secret{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -162,11 +165,13 @@ func (c *Client) ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID
 		}
 		u := &unstructured.Unstructured{Object: m}
 		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		if err := c.Apply(ctx, u); err != nil {
-			return err
-		}
+		objs = append(objs, u)
 	}
-	return nil
+	g, gctx := errgroup.WithContext(ctx)
+	for _, u := range objs {
+		g.Go(func() error { return c.Apply(gctx, u) })
+	}
+	return g.Wait()
 }
 
 // DeleteCluster asks CAPI to delete a cluster; it returns true when the Cluster is already gone.
