@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,6 +148,9 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	require.NoError(t, err)
 	bridge := exec.Command(bridgeBinary(t), argv...)
 	bridge.Stdout, bridge.Stderr = logFile, logFile
+	// Killed with the test: an orphaned bridge on the shared database would resume other tests'
+	// operations in progress into its own namespaces (seen after a `make test` was interrupted).
+	bridge.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, bridge.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- bridge.Wait() }()
