@@ -131,10 +131,15 @@ func TestNodeLabelsAndTaintsReachTheNodes(t *testing.T) {
 		[]string{"example.com/dedicated=gpu:NoSchedule", "example.com/evict:NoExecute"})
 	before := pool()
 
-	// Nodes of the other groups carry none of them.
+	// Nodes of the other groups carry none of them. The default worker's node may join after the
+	// pool's (seen under load): wait for all four.
 	var nodes corev1.NodeList
-	require.NoError(t, wc.List(ctx, &nodes))
-	require.Len(t, nodes.Items, 4, "1 control plane + 1 default worker + 2 pool")
+	waitFor(ctx, t, "1 control plane + 1 default worker + 2 pool nodes", func() (bool, string) {
+		if err := wc.List(ctx, &nodes); err != nil {
+			return false, err.Error()
+		}
+		return len(nodes.Items) == 4, fmt.Sprintf("%d nodes", len(nodes.Items))
+	})
 	for _, n := range nodes.Items {
 		if slices.Contains(before, n.Name) {
 			continue
