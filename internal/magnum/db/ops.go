@@ -199,6 +199,35 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, t *table, cols []encoded
 	return err
 }
 
+// insertRows inserts rows into t with one statement, ending it with suffix (e.g. the dialect's
+// skipDuplicates). The statement names every column any row sets; a row that does not set one
+// writes NULL there, as its own INSERT would have left it.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]encodedCol, suffix string) (sql.Result, error) {
+	var names []string
+	index := map[string]int{}
+	for _, row := range rows {
+		for _, c := range row {
+			if _, ok := index[c.col.name]; !ok {
+				index[c.col.name] = len(names)
+				names = append(names, c.col.name)
+			}
+		}
+	}
+	args := make([]any, 0, len(rows)*len(names))
+	tuples := make([]string, len(rows))
+	one := "(" + placeholders(len(names)) + ")"
+	for i, row := range rows {
+		vals := make([]any, len(names))
+		for _, c := range row {
+			vals[index[c.col.name]] = c.value
+		}
+		args = append(args, vals...)
+		tuples[i] = one
+	}
+	return s.exec(ctx, tx, fmt.Sprintf("INSERT INTO %s (%s) VALUES %s%s", s.quote(t.name), s.quoteCols(names),
+		strings.Join(tuples, ", "), suffix), args...)
+}
+
 // matches reports whether the row already holds every assignment (used to recognise a write
 // whose commit succeeded although the client saw an error).
 func matches(row scanned, cols []encodedCol) bool {

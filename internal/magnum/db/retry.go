@@ -98,20 +98,24 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 	return s.retry(ctx, func(attempt int) error {
 		maybeApplied := commitFailed
 		commitFailed = false
+		s.sent("BEGIN")
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		if err := fn(ctx, tx, maybeApplied); err != nil {
+			s.sent("ROLLBACK")
 			_ = tx.Rollback()
 			return err
 		}
 		if h := s.hooks.beforeCommit; h != nil {
 			if err := h(ctx, attempt, tx); err != nil {
+				s.sent("ROLLBACK")
 				_ = tx.Rollback()
 				return err
 			}
 		}
+		s.sent("COMMIT")
 		if err := tx.Commit(); err != nil {
 			commitFailed = true
 			return err
@@ -126,13 +130,22 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 	})
 }
 
-// exec, query and queryRow rebind the ? placeholders for the dialect.
+// exec and query rebind the ? placeholders for the dialect.
 func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	s.sent(query)
 	return tx.ExecContext(ctx, s.rebind(query), args...)
 }
 
 func (s *Store) query(ctx context.Context, q querier, query string, args ...any) (*sql.Rows, error) {
+	s.sent(query)
 	return q.QueryContext(ctx, s.rebind(query), args...)
+}
+
+// sent tells the test hook about a statement on its way to the server.
+func (s *Store) sent(statement string) {
+	if h := s.hooks.statement; h != nil {
+		h(statement)
+	}
 }
 
 type querier interface {

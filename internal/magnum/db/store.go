@@ -135,10 +135,13 @@ type Store struct {
 
 // testHooks inject faults in tests: beforeCommit runs inside the transaction just before COMMIT,
 // afterCommit right after a successful one (returning an error simulates a commit whose
-// acknowledgement was lost).
+// acknowledgement was lost). statement is told of every statement the store sends (BEGIN,
+// COMMIT and ROLLBACK included), for tests that count round trips. Set them before the store is
+// used concurrently.
 type testHooks struct {
 	beforeCommit func(ctx context.Context, attempt int, tx *sql.Tx) error
 	afterCommit  func(attempt int) error
+	statement    func(statement string)
 }
 
 // Open connects with DefaultOptions and checks that the schema is Magnum's.
@@ -240,6 +243,10 @@ type dialect interface {
 	// nullSafeEq is "a equals b, NULL equal to NULL".
 	nullSafeEq(col string) string
 	isDuplicate(err error) bool
+	// skipDuplicates ends an INSERT so that rows whose unique column col is taken are skipped
+	// and the others inserted, RowsAffected counting them; "" where the dialect cannot say so
+	// without also downgrading other errors (then the INSERT fails with a duplicate error).
+	skipDuplicates(col string) string
 }
 
 type mysqlDialect struct{}
@@ -252,6 +259,11 @@ func (mysqlDialect) isDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
 }
+
+// skipDuplicates: INSERT IGNORE would also turn a too-long value or a NULL into a warning, and
+// ON DUPLICATE KEY UPDATE counts a kept row as affected under CLIENT_FOUND_ROWS. A duplicate fails
+// the statement instead; InnoDB undoes the whole statement and the transaction goes on.
+func (mysqlDialect) skipDuplicates(string) string { return "" }
 
 type pgDialect struct{}
 
@@ -272,6 +284,11 @@ func (pgDialect) rebind(q string) string {
 }
 func (pgDialect) nullSafeEq(col string) string { return col + " IS NOT DISTINCT FROM ?" }
 func (pgDialect) isDuplicate(err error) bool   { return pgCode(err) == "23505" }
+
+// skipDuplicates: a failed statement would abort PostgreSQL's whole transaction.
+func (p pgDialect) skipDuplicates(col string) string {
+	return " ON CONFLICT (" + p.quote(col) + ") DO NOTHING"
+}
 
 // quoteCols quotes and joins column names.
 func (s *Store) quoteCols(cols []string) string {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 )
@@ -65,4 +67,121 @@ func (s *Store) DeleteX509KeyPair(ctx context.Context, uuid string) (deleted boo
 		return err
 	})
 	return deleted, opError("delete x509keypair "+uuid, err)
+}
+
+// ClusterKeyPair is one of a cluster's key pairs and the cluster column that refers to it.
+type ClusterKeyPair struct {
+	// RefColumn is ca_cert_ref, etcd_ca_cert_ref, front_proxy_ca_cert_ref or magnum_cert_ref.
+	RefColumn string
+	KeyPair   *X509KeyPair
+}
+
+var clusterRefColumns = []string{"ca_cert_ref", "etcd_ca_cert_ref", "front_proxy_ca_cert_ref", "magnum_cert_ref"}
+
+// StoreClusterKeyPairs stores a cluster's key pairs and points the cluster row's ref columns at
+// them (plus updated_at = now), in one transaction: all of it is written, or nothing. The pairs'
+// uuids are chosen by the caller, derived from the cluster's (certs.ClusterRefs), so that a retry,
+// a redelivery or another replica finds what an earlier attempt stored:
+//
+//   - none of the uuids is taken: the rows are inserted in the order given (ids ascending),
+//     created_at = now unless set; stored is true;
+//   - all of them are (an earlier attempt's set, or this call's own after a lost commit
+//     acknowledgement): those rows are kept and the cluster refers to them; stored is false, and
+//     the caller reads them;
+//   - some are: a set written one row at a time that stopped midway (earlier versions of the
+//     bridge). Nothing can have trusted it, and its client certificate need not be signed by the
+//     CA next to it: it is replaced by pairs; stored is true.
+//
+// A cluster without a row is magnum.ClusterNotFound, and nothing is written. The common case is
+// four statements: BEGIN, one INSERT of every row, the cluster's UPDATE, COMMIT.
+func (s *Store) StoreClusterKeyPairs(ctx context.Context, clusterUUID string, pairs []ClusterKeyPair) (stored bool, err error) {
+	op := "store key pairs of cluster " + clusterUUID
+	if clusterUUID == "" || len(pairs) == 0 {
+		return false, errors.New(op + ": a cluster uuid and key pairs are needed")
+	}
+	now := s.timestamp()
+	rows := make([][]encodedCol, len(pairs))
+	uuids := make([]any, len(pairs))
+	refs := Fields{}
+	seen := map[string]bool{}
+	for i, p := range pairs {
+		if p.KeyPair == nil || p.KeyPair.UUID == "" || seen[p.KeyPair.UUID] {
+			return false, fmt.Errorf("%s: key pair %d needs a uuid of its own", op, i)
+		}
+		if _, dup := refs[p.RefColumn]; dup || !slices.Contains(clusterRefColumns, p.RefColumn) {
+			return false, fmt.Errorf("%s: %q is not one of %v, or given twice", op, p.RefColumn, clusterRefColumns)
+		}
+		seen[p.KeyPair.UUID] = true
+		refs[p.RefColumn] = p.KeyPair.UUID
+		uuids[i] = p.KeyPair.UUID
+		vals := p.KeyPair.values()
+		if p.KeyPair.CreatedAt.IsZero() {
+			vals["created_at"] = now
+		}
+		if rows[i], err = s.encodeValues(x509Table, vals, true); err != nil {
+			return false, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	refs["updated_at"] = now
+	set, err := s.encodeValues(clusterTable, refs, false)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	assign := make([]string, len(set))
+	setArgs := make([]any, 0, len(set)+1)
+	for i, c := range set {
+		assign[i] = s.quote(c.col.name) + " = ?"
+		setArgs = append(setArgs, c.value)
+	}
+	setArgs = append(setArgs, clusterUUID)
+	update := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.quote(clusterTable.name), strings.Join(assign, ", "), s.quote("uuid"))
+	inUUIDs := fmt.Sprintf("%s IN (%s)", s.quote("uuid"), placeholders(len(uuids)))
+
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx, _ bool) error {
+		stored = false
+		inserted := 0
+		res, err := s.insertRows(ctx, tx, x509Table, rows, s.skipDuplicates("uuid"))
+		switch {
+		case err == nil:
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			inserted = int(n)
+		case !s.isDuplicate(err): // a duplicate (MySQL) inserted none
+			return err
+		}
+		keep := false
+		if inserted == 0 {
+			// Someone's set: lock what there is of it, so that it stays until this commit.
+			present, err := s.selectRows(ctx, tx, x509Table, inUUIDs+" FOR UPDATE", uuids...)
+			if err != nil {
+				return err
+			}
+			keep = len(present) == len(rows)
+		}
+		switch {
+		case keep:
+		case inserted == len(rows):
+			stored = true
+		default: // a partial set, or gone since the INSERT: this call's pairs replace it
+			if _, err := s.exec(ctx, tx, fmt.Sprintf("DELETE FROM %s WHERE %s", s.quote(x509Table.name), inUUIDs), uuids...); err != nil {
+				return err
+			}
+			if _, err := s.insertRows(ctx, tx, x509Table, rows, ""); err != nil {
+				return err
+			}
+			stored = true
+		}
+		res, err = s.exec(ctx, tx, update, setArgs...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err == nil && n == 0 {
+			err = magnum.ClusterNotFound(clusterUUID)
+		}
+		return err
+	})
+	return stored, opError(op, err)
 }
