@@ -213,30 +213,37 @@ func (s store) KeyPairs() certs.Backend { return keyPairs{s.Store} }
 
 type keyPairs struct{ st *db.Store }
 
-func (k keyPairs) Store(ctx context.Context, _ string, kp certs.KeyPair, owner certs.Owner) (string, error) {
-	row := &db.X509KeyPair{UUID: newUUID(), Certificate: &kp.Certificate,
-		PrivateKey: ptrSecret(kp.PrivateKey), PrivateKeyPassphrase: ptrSecret(kp.Passphrase),
-		ProjectID: &owner.ProjectID, UserID: &owner.UserID}
-	if kp.Intermediates != "" {
-		row.Intermediates = &kp.Intermediates
-	}
-	saved, _, err := k.st.CreateX509KeyPair(ctx, row)
-	if err != nil {
-		return "", err
-	}
-	return saved.UUID, nil
-}
+var _ certs.ClusterSetStore = keyPairs{}
 
-// StoreAt implements certs.RefStore: the insert is idempotent on the uuid.
-func (k keyPairs) StoreAt(ctx context.Context, ref, _ string, kp certs.KeyPair, owner certs.Owner) error {
+// x509Row is the x509keypair row of a key pair stored under ref.
+func x509Row(ref string, kp certs.KeyPair, owner certs.Owner) *db.X509KeyPair {
 	row := &db.X509KeyPair{UUID: ref, Certificate: &kp.Certificate,
 		PrivateKey: ptrSecret(kp.PrivateKey), PrivateKeyPassphrase: ptrSecret(kp.Passphrase),
 		ProjectID: &owner.ProjectID, UserID: &owner.UserID}
 	if kp.Intermediates != "" {
 		row.Intermediates = &kp.Intermediates
 	}
-	_, _, err := k.st.CreateX509KeyPair(ctx, row)
-	return err
+	return row
+}
+
+func (k keyPairs) Store(ctx context.Context, _ string, kp certs.KeyPair, owner certs.Owner) (string, error) {
+	saved, _, err := k.st.CreateX509KeyPair(ctx, x509Row(newUUID(), kp, owner))
+	if err != nil {
+		return "", err
+	}
+	return saved.UUID, nil
+}
+
+// StoreClusterSet implements certs.ClusterSetStore: the four rows and the cluster's refs in one
+// transaction (db.Store.StoreClusterKeyPairs).
+func (k keyPairs) StoreClusterSet(ctx context.Context, clusterUUID string, refs certs.Refs, pki *certs.ClusterPKI, owner certs.Owner) (bool, error) {
+	stored, err := k.st.StoreClusterKeyPairs(ctx, clusterUUID, []db.ClusterKeyPair{
+		{RefColumn: "ca_cert_ref", KeyPair: x509Row(refs.CACertRef, pki.KubernetesCA.Stored, owner)},
+		{RefColumn: "etcd_ca_cert_ref", KeyPair: x509Row(refs.EtcdCACertRef, pki.EtcdCA.Stored, owner)},
+		{RefColumn: "front_proxy_ca_cert_ref", KeyPair: x509Row(refs.FrontProxyCACertRef, pki.FrontProxyCA.Stored, owner)},
+		{RefColumn: "magnum_cert_ref", KeyPair: x509Row(refs.MagnumCertRef, pki.MagnumClient.Stored, owner)},
+	})
+	return stored, notFound(err) // as the conductor's own UpdateCluster reports them
 }
 
 func (k keyPairs) Load(ctx context.Context, ref string) (certs.KeyPair, error) {

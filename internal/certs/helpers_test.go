@@ -32,6 +32,8 @@ type fakeBackend struct {
 	mu     sync.Mutex
 	rows   map[string]fakeRow
 	stores int
+	// clusters are the cluster rows' refs (StoreClusterSet); a cluster must be here to get a set.
+	clusters map[string]Refs
 	// failStoreAt makes the n-th Store call (1-based) fail; failDelete makes Delete of that ref fail.
 	failStoreAt int
 	failDelete  string
@@ -43,7 +45,39 @@ type fakeRow struct {
 	owner Owner
 }
 
-func newFakeBackend() *fakeBackend { return &fakeBackend{rows: map[string]fakeRow{}} }
+func newFakeBackend() *fakeBackend {
+	return &fakeBackend{rows: map[string]fakeRow{}, clusters: map[string]Refs{}}
+}
+
+// StoreClusterSet implements ClusterSetStore under the backend's lock (its transaction).
+func (b *fakeBackend) StoreClusterSet(_ context.Context, cluster string, refs Refs, pki *ClusterPKI, owner Owner) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.clusters[cluster]; !ok {
+		return false, fmt.Errorf("cluster %s not found", cluster)
+	}
+	set := []struct {
+		ref, name string
+		kp        KeyPair
+	}{
+		{refs.CACertRef, pki.Issuer, pki.KubernetesCA.Stored}, {refs.EtcdCACertRef, pki.Issuer, pki.EtcdCA.Stored},
+		{refs.FrontProxyCACertRef, pki.Issuer, pki.FrontProxyCA.Stored}, {refs.MagnumCertRef, ClientCertName, pki.MagnumClient.Stored},
+	}
+	present := 0
+	for _, it := range set {
+		if _, ok := b.rows[it.ref]; ok {
+			present++
+		}
+	}
+	b.clusters[cluster] = refs
+	if present == len(set) {
+		return false, nil
+	}
+	for _, it := range set {
+		b.rows[it.ref] = fakeRow{it.name, it.kp, owner}
+	}
+	return true, nil
+}
 
 func (b *fakeBackend) Store(_ context.Context, name string, kp KeyPair, owner Owner) (string, error) {
 	b.mu.Lock()

@@ -211,32 +211,36 @@ func ClusterRefs(clusterUUID string) Refs {
 	return Refs{CACertRef: ref("ca"), EtcdCACertRef: ref("etcd-ca"), FrontProxyCACertRef: ref("front-proxy-ca"), MagnumCertRef: ref("magnum-client")}
 }
 
-// RefStore is a Backend that stores under a ref chosen by the caller; a ref already present is
-// left as it is (the first writer wins).
-type RefStore interface {
-	StoreAt(ctx context.Context, ref, name string, kp KeyPair, owner Owner) error
+// ClusterSetStore is a Backend that stores a new cluster's four key pairs as one set, under refs
+// the caller chose (ClusterRefs), together with the cluster row's refs to them: one transaction
+// in the x509keypair table, so that no attempt leaves a partial set, or a set no cluster refers
+// to.
+type ClusterSetStore interface {
+	// StoreClusterSet stores pki's four stored key pairs (KubernetesCA, EtcdCA, FrontProxyCA,
+	// MagnumClient, in that order) under refs' four refs and sets the cluster's ref columns to
+	// refs, all or nothing. When every ref already holds a key pair (an earlier attempt's set),
+	// those are kept and referred to instead, and stored is false; a partial set is replaced. A
+	// cluster without a row is an error, and nothing is stored.
+	StoreClusterSet(ctx context.Context, clusterUUID string, refs Refs, pki *ClusterPKI, owner Owner) (stored bool, err error)
 }
 
-// StoreClusterAt stores pki's four key pairs under refs (see ClusterRefs). Rows already present
-// are kept, so callers load the cluster back afterwards and use what is stored.
-func (m *Manager) StoreClusterAt(ctx context.Context, pki *ClusterPKI, owner Owner, refs Refs) error {
-	rs, ok := m.backend.(RefStore)
+// StoreNewCluster stores a new cluster's key material: pki's key pairs go under
+// ClusterRefs(clusterUUID) and the cluster row refers to them, in one transaction. When an
+// earlier attempt (a retry, a redelivery, another replica) stored the cluster's set already, that
+// set is kept and returned, loaded, instead of pki: a cluster gets one CA set, ever. pki itself is
+// returned as it is: what was just stored is not read back.
+func (m *Manager) StoreNewCluster(ctx context.Context, clusterUUID string, pki *ClusterPKI, owner Owner) (*ClusterPKI, error) {
+	cs, ok := m.backend.(ClusterSetStore)
 	if !ok {
-		return errors.New("certs: the backend cannot store under chosen refs")
+		return nil, errors.New("certs: the backend cannot store a cluster's key pairs as one set")
 	}
-	items := []struct {
-		name, ref string
-		kp        KeyPair
-	}{
-		{pki.Issuer, refs.CACertRef, pki.KubernetesCA.Stored},
-		{pki.Issuer, refs.EtcdCACertRef, pki.EtcdCA.Stored},
-		{pki.Issuer, refs.FrontProxyCACertRef, pki.FrontProxyCA.Stored},
-		{ClientCertName, refs.MagnumCertRef, pki.MagnumClient.Stored},
+	refs := ClusterRefs(clusterUUID)
+	stored, err := cs.StoreClusterSet(ctx, clusterUUID, refs, pki, owner)
+	if err != nil {
+		return nil, fmt.Errorf("certs: store the key pairs of cluster %s: %w", clusterUUID, err)
 	}
-	for _, it := range items {
-		if err := rs.StoreAt(ctx, it.ref, it.name, it.kp, owner); err != nil {
-			return fmt.Errorf("certs: store certificate for %q: %w", it.name, err)
-		}
+	if stored {
+		return pki, nil
 	}
-	return nil
+	return m.LoadCluster(ctx, refs, pki.Issuer)
 }

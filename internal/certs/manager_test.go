@@ -95,3 +95,47 @@ func TestManagerDeleteContinuesAfterFailure(t *testing.T) {
 	_, err = backend.Load(ctx, refs.EtcdCACertRef)
 	require.NoError(t, err)
 }
+
+// A new cluster's set is stored under refs derived from its uuid and recorded in its row; a second
+// attempt gets the first one's set back, loaded, whatever it generated itself.
+func TestManagerStoreNewClusterOnce(t *testing.T) {
+	ctx := context.Background()
+	backend := newFakeBackend()
+	m := NewManager(backend)
+	id := "6f1e5a2c-9b7d-4c1e-8f3a-2d4b6c8e0a1f"
+	owner := Owner{ProjectID: "p-1", UserID: "u-1"}
+	first := clusterPKI(t)
+
+	_, err := m.StoreNewCluster(ctx, id, first, owner)
+	require.ErrorContains(t, err, "not found", "no cluster row, no key pairs")
+	assert.Zero(t, backend.count())
+
+	backend.clusters[id] = Refs{}
+	got, err := m.StoreNewCluster(ctx, id, first, owner)
+	require.NoError(t, err)
+	assert.Same(t, first, got, "what was stored is not read back")
+	assert.Equal(t, ClusterRefs(id), backend.clusters[id])
+	assert.Equal(t, 4, backend.count())
+
+	second, err := GenerateClusterWithOptions("k8s-demo", GenerateOptions{Now: testNow})
+	require.NoError(t, err)
+	got, err = m.StoreNewCluster(ctx, id, second, owner)
+	require.NoError(t, err)
+	assert.Equal(t, first.KubernetesCA.Certificate.Raw, got.KubernetesCA.Certificate.Raw, "the first set stays")
+	assert.Equal(t, first.MagnumClient.Stored, got.MagnumClient.Stored)
+	assert.Equal(t, 4, backend.count())
+
+	_, err = NewManager(noSetBackend{backend}).StoreNewCluster(ctx, id, first, owner)
+	require.ErrorContains(t, err, "cannot store a cluster's key pairs as one set")
+}
+
+// noSetBackend is a Backend without ClusterSetStore.
+type noSetBackend struct{ b *fakeBackend }
+
+func (n noSetBackend) Store(ctx context.Context, name string, kp KeyPair, owner Owner) (string, error) {
+	return n.b.Store(ctx, name, kp, owner)
+}
+func (n noSetBackend) Load(ctx context.Context, ref string) (KeyPair, error) {
+	return n.b.Load(ctx, ref)
+}
+func (n noSetBackend) Delete(ctx context.Context, ref string) error { return n.b.Delete(ctx, ref) }

@@ -305,39 +305,21 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 }
 
 // ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a
-// redelivered create never replaces a CA the cluster already trusts. The key pairs go under refs
-// derived from the cluster's uuid: an attempt that stored them but died before recording the refs
-// in the cluster row finds them again instead of making a second CA; a partial set (a crash
-// between two of the four rows) is removed and made again before anything trusts it.
+// redelivered create never replaces a CA the cluster already trusts. A new set goes under refs
+// derived from the cluster's uuid, together with the cluster row's refs to it, in one transaction
+// (certs.StoreNewCluster). An attempt that dies before the commit leaves nothing; one that dies
+// after it leaves the set and the refs, which the next attempt loads; one whose row was read
+// before another attempt stored its set gets that set back instead of its own.
 func (c *Conductor) ensureCertificates(ctx context.Context, cl *magnum.Cluster) (*certs.ClusterPKI, error) {
 	issuer := firstNonEmpty(cl.Name.Or(""), cl.UUID.Or(""))
 	if refs := refsOf(cl); refs.CACertRef != "" {
 		return c.certs.LoadCluster(ctx, refs, issuer)
 	}
-	refs := certs.ClusterRefs(cl.UUID.Or(""))
-	pki, err := c.certs.LoadCluster(ctx, refs, issuer)
-	switch {
-	case errors.Is(err, certs.ErrKeyPairNotFound):
-		if err := c.certs.DeleteCluster(ctx, refs); err != nil {
-			return nil, err
-		}
-		fresh, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.certs.StoreClusterAt(ctx, fresh, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")}, refs); err != nil {
-			return nil, err
-		}
-		if pki, err = c.certs.LoadCluster(ctx, refs, issuer); err != nil {
-			return nil, err
-		}
-	case err != nil:
+	fresh, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.store.UpdateCluster(ctx, cl.UUID.Or(""), ClusterUpdate{CertRefs: &refs}); err != nil {
-		return nil, err
-	}
-	return pki, nil
+	return c.certs.StoreNewCluster(ctx, cl.UUID.Or(""), fresh, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")})
 }
 
 func refsOf(cl *magnum.Cluster) certs.Refs {

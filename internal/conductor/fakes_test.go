@@ -554,11 +554,13 @@ func (k *fakeKube) controlPlaneReplicas(t *testing.T) int64 {
 	return n
 }
 
-// memKeyPairs is the x509keypair table in memory.
+// memKeyPairs is the x509keypair table in memory; StoreClusterSet writes the cluster rows of
+// store too, as the real one does in the same transaction.
 type memKeyPairs struct {
-	mu   sync.Mutex
-	f    *faults
-	rows map[string]certs.KeyPair
+	mu    sync.Mutex
+	f     *faults
+	rows  map[string]certs.KeyPair
+	store *fakeStore
 }
 
 func (m *memKeyPairs) Store(_ context.Context, _ string, kp certs.KeyPair, _ certs.Owner) (string, error) {
@@ -572,19 +574,46 @@ func (m *memKeyPairs) Store(_ context.Context, _ string, kp certs.KeyPair, _ cer
 	return ref, nil
 }
 
-func (m *memKeyPairs) StoreAt(_ context.Context, ref, _ string, kp certs.KeyPair, _ certs.Owner) error {
-	if err := m.f.check("certs.Store"); err != nil {
-		return err
+// StoreClusterSet is one transaction: "certs.StoreClusterSet" failing writes nothing, and
+// "certs.StoreClusterSet.commit" failing is a commit whose acknowledgement was lost (all written).
+func (m *memKeyPairs) StoreClusterSet(_ context.Context, cluster string, refs certs.Refs, pki *certs.ClusterPKI, _ certs.Owner) (bool, error) {
+	if err := m.f.check("certs.StoreClusterSet"); err != nil {
+		return false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.rows[ref]; !ok {
-		m.rows[ref] = kp
+	m.store.mu.Lock()
+	defer m.store.mu.Unlock()
+	cl, ok := m.store.clusters[cluster]
+	if !ok {
+		return false, errors.Join(ErrNotFound, magnum.ClusterNotFound(cluster))
 	}
-	return nil
+	set := map[string]certs.KeyPair{refs.CACertRef: pki.KubernetesCA.Stored, refs.EtcdCACertRef: pki.EtcdCA.Stored,
+		refs.FrontProxyCACertRef: pki.FrontProxyCA.Stored, refs.MagnumCertRef: pki.MagnumClient.Stored}
+	present := 0
+	for ref := range set {
+		if _, ok := m.rows[ref]; ok {
+			present++
+		}
+	}
+	stored := present < len(set) // a partial set is replaced
+	if stored {
+		maps.Copy(m.rows, set)
+	}
+	cl = cloneCluster(cl)
+	cl.CACertRef.Set(refs.CACertRef)
+	cl.EtcdCACertRef.Set(refs.EtcdCACertRef)
+	cl.FrontProxyCACertRef.Set(refs.FrontProxyCACertRef)
+	cl.MagnumCertRef.Set(refs.MagnumCertRef)
+	cl.UpdatedAt.Set(m.store.now())
+	m.store.clusters[cluster] = cl
+	return stored, m.f.check("certs.StoreClusterSet.commit")
 }
 
 func (m *memKeyPairs) Load(_ context.Context, ref string) (certs.KeyPair, error) {
+	if err := m.f.check("certs.Load"); err != nil {
+		return certs.KeyPair{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	kp, ok := m.rows[ref]
@@ -595,6 +624,9 @@ func (m *memKeyPairs) Load(_ context.Context, ref string) (certs.KeyPair, error)
 }
 
 func (m *memKeyPairs) Delete(_ context.Context, ref string) error {
+	if err := m.f.check("certs.Delete"); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.rows[ref]; !ok {

@@ -49,7 +49,7 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, f: newFaults(), now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	h.store = newFakeStore(h.f, h.clock)
 	h.kube = newFakeKube(h.f)
-	h.keys = &memKeyPairs{f: h.f, rows: map[string]certs.KeyPair{}}
+	h.keys = &memKeyPairs{f: h.f, rows: map[string]certs.KeyPair{}, store: h.store}
 	for id, image := range map[string]string{templateV136: "ubuntu-2404-kube-v1.36.3", templateV137: "ubuntu-2404-kube-v1.37.1"} {
 		tmpl := &magnum.ClusterTemplate{}
 		tmpl.UUID.Set(id)
@@ -203,7 +203,7 @@ func (h *harness) consistent(id string, workers int) {
 func TestCreateSurvivesATransientFailureAtEveryStep(t *testing.T) {
 	steps := []struct{ op string }{
 		{"store.GetCluster"}, {"store.GetClusterTemplate"}, {"store.CreateCluster"}, {"store.ListNodeGroups"},
-		{"store.UpdateCluster"}, {"certs.Store"}, {"kube.EnsureProjectNamespace"}, {"kube.ApplyClusterSecrets"},
+		{"store.UpdateCluster"}, {"certs.StoreClusterSet"}, {"certs.StoreClusterSet.commit"}, {"kube.EnsureProjectNamespace"}, {"kube.ApplyClusterSecrets"},
 		{"kube.Apply"},
 	}
 	for _, step := range steps {
