@@ -109,6 +109,9 @@ type BridgeOptions struct {
 	UpdateTimeout, DeleteTimeout time.Duration
 	// OperationWorkers is how many clusters the operation driver works on at once.
 	OperationWorkers int
+	// PregeneratedKeys is how many RSA keys are made ahead of creates (four per cluster;
+	// pregenerated_keys, default 32, 0: none).
+	PregeneratedKeys int
 	// ServiceUser is Magnum's service user ([keystone_auth] / [keystone_authtoken]) when configured;
 	// --check-config authenticates it.
 	ServiceUser *keystone.PasswordAuth
@@ -285,6 +288,11 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		return nil, err
 	}
 	if b.OperationWorkers, err = f.Int(bridgeSection, "operation_workers", 4, 1, 64); err != nil {
+		return nil, err
+	}
+	// Eight clusters' worth: a burst of creates as large as the operation workers' backlog
+	// usually is finds its keys made (a key is a few KiB of memory).
+	if b.PregeneratedKeys, err = f.Int(bridgeSection, "pregenerated_keys", 32, 0, 1024); err != nil {
 		return nil, err
 	}
 	// Bounded prefetch: an unlimited one (oslo's default) lets a backlog pile up in one replica.

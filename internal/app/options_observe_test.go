@@ -54,3 +54,14 @@ func TestNotificationOptions(t *testing.T) {
 	_, err = parse("[oslo_messaging_notifications]\ndriver = log\n")
 	assert.ErrorContains(t, err, `"log" is not supported`)
 }
+
+func TestPregeneratedKeysOption(t *testing.T) {
+	o, err := quotaOptions(t, "")
+	require.NoError(t, err)
+	assert.Equal(t, 32, o.Bridge.PregeneratedKeys, "eight clusters' worth by default")
+	o, err = quotaOptions(t, "pregenerated_keys = 0\n")
+	require.NoError(t, err)
+	assert.Zero(t, o.Bridge.PregeneratedKeys, "0: no pool")
+	_, err = quotaOptions(t, "pregenerated_keys = 5000\n")
+	assert.ErrorContains(t, err, "[bridge] pregenerated_keys")
+}

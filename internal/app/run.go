@@ -36,9 +36,6 @@ import (
 )
 
 // Run serves until ctx ends.
-// pregeneratedKeys is how many RSA keys wait for creates: two clusters' worth.
-const pregeneratedKeys = 8
-
 func Run(ctx context.Context, o *Options, version string) error {
 	log, err := logctx.New(os.Stderr, o.Bridge.LogFormat, o.Bridge.LogLevel)
 	if err != nil {
@@ -137,14 +134,16 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 		claims = &leaseClaims{leases: cs.CoordinationV1(), namespace: o.Bridge.LeaderElectionNamespace, identity: identity, host: o.Host, now: time.Now}
 	}
-	// Each create needs four RSA keys; a few clusters' worth are made ahead, so that a create
-	// arriving alone applies its Cluster without waiting for them.
+	// Each create needs four RSA keys; [bridge] pregenerated_keys of them are made ahead, so that
+	// creates, alone or in a burst, apply their Cluster without waiting for them.
 	generate := o.Generate
 	bits := generate.RSAKeySize
 	if bits == 0 {
 		bits = certs.DefaultRSAKeySize
 	}
-	generate.Keys = certs.NewKeyPool(ctx, bits, pregeneratedKeys)
+	if o.Bridge.PregeneratedKeys > 0 {
+		generate.Keys = certs.NewKeyPool(ctx, bits, o.Bridge.PregeneratedKeys)
+	}
 	kicked := &kickMarks{}
 	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
 		kicked.mark(namespace + "/" + name)

@@ -3,9 +3,12 @@ package certs
 import (
 	"context"
 	"crypto/rsa"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,4 +51,38 @@ func TestClusterPKIUsesThePool(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, pool.Ready(), "the four keys came from the pool")
 	require.Equal(t, 2048, pki.KubernetesCA.Key.(*rsa.PrivateKey).N.BitLen())
+}
+
+// An empty pool generates on demand, but never more keys at once than it has slots (GOMAXPROCS in
+// production); a taker waiting for a slot takes a key the filler finished meanwhile.
+func TestKeyPoolBoundsOnDemandGeneration(t *testing.T) {
+	key := rsaKey(t, 2048)
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	pool := &KeyPool{bits: 2048, keys: make(chan *rsa.PrivateKey, 4), slots: make(chan struct{}, 2),
+		generate: func(int) (*rsa.PrivateKey, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			return key, nil
+		}}
+	var wg sync.WaitGroup
+	taken := make(chan *rsa.PrivateKey, 8)
+	for range 8 { // two clusters' keys in a burst
+		wg.Go(func() {
+			k, err := pool.take(2048)
+			assert.NoError(t, err)
+			taken <- k
+		})
+	}
+	require.Eventually(t, func() bool { return running.Load() == 2 }, 10*time.Second, time.Millisecond)
+	filled := new(rsa.PrivateKey) // stands for a key the filler finished
+	pool.keys <- filled
+	got := <-taken
+	require.Same(t, filled, got, "a waiting taker takes the filler's key")
+	close(release)
+	wg.Wait()
+	require.EqualValues(t, 2, most.Load(), "no more generations at once than slots")
 }
