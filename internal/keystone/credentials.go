@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -256,19 +257,31 @@ func (c *Client) createGeneration(ctx context.Context, clusterUUID string, gener
 		return nil, err
 	}
 	out := &ClusterCredentials{ClusterUUID: clusterUUID, UserID: c.who.UserID, ProjectID: c.who.ProjectID}
-	capo, err := c.replaceCredential(ctx, clusterUUID, PurposeCAPO, generation, opts)
-	if err != nil {
-		return nil, err
+	// Both at once: each is a create Keystone spends most of a second on (it hashes the secret),
+	// and a cluster create waits for them before its Cluster is applied.
+	var capo, workload *ApplicationCredential
+	var capoErr, workloadErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { capo, capoErr = c.replaceCredential(ctx, clusterUUID, PurposeCAPO, generation, opts) })
+	wg.Go(func() {
+		workload, workloadErr = c.replaceCredential(ctx, clusterUUID, PurposeWorkload, generation, opts)
+	})
+	wg.Wait()
+	if capoErr == nil && workloadErr == nil {
+		out.CAPO, out.Workload = *capo, *workload
+		return out, nil
 	}
-	workload, err := c.replaceCredential(ctx, clusterUUID, PurposeWorkload, generation, opts)
-	if err != nil {
-		if rollbackErr := c.deleteCredential(ctx, capo.Ref()); rollbackErr != nil {
-			return nil, errors.Join(err, fmt.Errorf("rolling back the CAPO credential: %w", rollbackErr))
+	// One failed: take back the one made, rather than leave half a pair.
+	err := errors.Join(capoErr, workloadErr)
+	for _, made := range []*ApplicationCredential{capo, workload} {
+		if made == nil {
+			continue
 		}
-		return nil, err
+		if rollbackErr := c.deleteCredential(ctx, made.Ref()); rollbackErr != nil {
+			err = errors.Join(err, fmt.Errorf("rolling back the %s credential: %w", made.Purpose, rollbackErr))
+		}
 	}
-	out.CAPO, out.Workload = *capo, *workload
-	return out, nil
+	return nil, err
 }
 
 // replaceCredential deletes any credential of the caller with the target name and creates it anew.
@@ -293,25 +306,32 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 		create.Roles = append(create.Roles, applicationcredentials.Role{Name: r})
 	}
 
+	// The create comes first: on a first attempt nothing has the name. Keystone refuses a second
+	// credential of the user with the same name (409); then the old one (an earlier attempt's, whose
+	// secret nobody knows any more) is deleted and the create repeated. A second 409 means a
+	// concurrent creator slipped in between; one more round settles it.
 	conflicts := 0
+	clearFirst := false
 	retry := c.retry.start(ctx)
 	for {
-		existing, err := c.listByName(ctx, c.who.UserID, name)
-		if err != nil {
-			return nil, err
-		}
-		for _, old := range existing {
-			if err := c.deleteCredential(ctx, old); err != nil && !errors.Is(err, ErrNotFound) {
+		if clearFirst {
+			existing, err := c.listByName(ctx, c.who.UserID, name)
+			if err != nil {
 				return nil, err
+			}
+			for _, old := range existing {
+				if err := c.deleteCredential(ctx, old); err != nil && !errors.Is(err, ErrNotFound) {
+					return nil, err
+				}
 			}
 		}
 		created, err := applicationcredentials.Create(ctx, c.identity, c.who.UserID, create).Extract()
 		if err != nil {
 			err := newError("create application credential", name, err)
 			switch {
-			case errors.Is(err, ErrConflict) && conflicts == 0:
-				// A concurrent creator slipped in between; one more round settles it.
+			case errors.Is(err, ErrConflict) && conflicts < 2:
 				conflicts++
+				clearFirst = true
 				continue
 			case errors.Is(err, ErrUnassignedRole),
 				errors.Is(err, ErrApplicationCredentialMethod) && c.who.ApplicationCredentialID == "":

@@ -17,14 +17,14 @@ import (
 // (under concurrent creates, it could not be provoked on demand on the local stack): 400 "Cannot
 // create an application credential with unassigned role" for a user whose token lists the role.
 // It validates any token as demo/member and serves the application-credential calls of
-// CreateClusterCredentials; the first refuseCreates creates get that 400.
+// CreateClusterCredentials; the first refuseCreates creates of each credential name get that
+// refusal (the cluster's two credentials are created at once).
 type fakeKeystone struct {
 	*httptest.Server
 	mu            sync.Mutex
 	refuseCreates int
 	refusal       keystoneRefusal
-	creates       int
-	createdAt     []time.Time
+	createdAt     map[string][]time.Time // by credential name
 	// appCredToken: the token validates as an application credential's.
 	appCredToken bool
 }
@@ -47,7 +47,7 @@ func newFakeKeystone(t *testing.T, refuseCreates int) *fakeKeystone {
 }
 
 func newFakeKeystoneRefusing(t *testing.T, refuseCreates int, refusal keystoneRefusal, appCredToken bool) *fakeKeystone {
-	f := &fakeKeystone{refuseCreates: refuseCreates, refusal: refusal, appCredToken: appCredToken}
+	f := &fakeKeystone{refuseCreates: refuseCreates, refusal: refusal, appCredToken: appCredToken, createdAt: map[string][]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v3/auth/tokens", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Subject-Token", "fake-token")
@@ -75,17 +75,16 @@ func newFakeKeystoneRefusing(t *testing.T, refuseCreates int, refusal keystoneRe
 			} `json:"application_credential"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&body)
+		name := body.ApplicationCredential.Name
 		f.mu.Lock()
-		f.creates++
-		f.createdAt = append(f.createdAt, time.Now())
-		refuse := f.creates <= f.refuseCreates
+		f.createdAt[name] = append(f.createdAt[name], time.Now())
+		refuse := len(f.createdAt[name]) <= f.refuseCreates
 		f.mu.Unlock()
 		if refuse {
 			writeJSON(w, f.refusal.status, map[string]any{"error": map[string]any{"code": f.refusal.status,
 				"title": http.StatusText(f.refusal.status), "message": f.refusal.message}})
 			return
 		}
-		name := body.ApplicationCredential.Name
 		writeJSON(w, http.StatusCreated, map[string]any{"application_credential": map[string]any{
 			"id": "id-" + name, "name": name, "project_id": "project-id", "secret": "secret-of-" + name,
 			"roles": []map[string]any{{"id": "member-id", "name": "member"}}, "unrestricted": false,
@@ -109,10 +108,18 @@ func (f *fakeKeystone) client(t *testing.T, p RetryPolicy) *Client {
 	return c
 }
 
-func (f *fakeKeystone) createTimes() []time.Time {
+// createTimes are the creates of one credential name, or of all with "".
+func (f *fakeKeystone) createTimes(name string) []time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]time.Time(nil), f.createdAt...)
+	if name != "" {
+		return append([]time.Time(nil), f.createdAt[name]...)
+	}
+	var all []time.Time
+	for _, t := range f.createdAt {
+		all = append(all, t...)
+	}
+	return all
 }
 
 const retryClusterUUID = "6f1c2b1e-3c1d-4b0a-9a57-0c7c0f6f1e2d"
@@ -128,8 +135,9 @@ func TestCreateRetriesKeystoneDenyingAHeldRole(t *testing.T) {
 	require.Equal(t, CredentialName(retryClusterUUID, PurposeCAPO, 0), creds.CAPO.Name)
 	require.Equal(t, CredentialName(retryClusterUUID, PurposeWorkload, 0), creds.Workload.Name)
 
-	times := f.createTimes()
-	require.Len(t, times, 5, "three refused creates, then the CAPO and the workload credential")
+	require.Len(t, f.createTimes(CredentialName(retryClusterUUID, PurposeWorkload, 0)), 4, "the workload credential: three refused, then made")
+	times := f.createTimes(CredentialName(retryClusterUUID, PurposeCAPO, 0))
+	require.Len(t, times, 4, "the CAPO credential: three refused, then made")
 	gaps := []time.Duration{times[1].Sub(times[0]), times[2].Sub(times[1]), times[3].Sub(times[2])}
 	require.GreaterOrEqual(t, gaps[0], 20*time.Millisecond)
 	require.GreaterOrEqual(t, gaps[1], 40*time.Millisecond, "the wait doubles")
@@ -149,7 +157,7 @@ func TestCreateGivesUpOnPersistentRoleDenialWithinItsDeadline(t *testing.T) {
 	require.Contains(t, err.Error(), "Cannot create an application credential with unassigned role")
 	require.Regexp(t, `answered \d+ times over`, err.Error())
 	require.Less(t, elapsed, 400*time.Millisecond+200*time.Millisecond, "the budget bounds the retries")
-	require.Greater(t, len(f.createTimes()), 3)
+	require.Greater(t, len(f.createTimes(CredentialName(retryClusterUUID, PurposeCAPO, 0))), 3)
 
 	deadline := 150 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -168,13 +176,14 @@ func TestCreateRetriesKeystoneMisreadingTheTokenMethod(t *testing.T) {
 	f := newFakeKeystoneRefusing(t, 2, applicationCredentialMethod, false)
 	_, err := f.client(t, policy).CreateClusterCredentials(context.Background(), retryClusterUUID, CreateOptions{})
 	require.NoError(t, err)
-	require.Len(t, f.createTimes(), 4, "two refused creates, then both credentials")
+	require.Len(t, f.createTimes(""), 6, "two refused creates of each, then both credentials")
 
 	f = newFakeKeystoneRefusing(t, 2, applicationCredentialMethod, true)
 	_, err = f.client(t, policy).CreateClusterCredentials(context.Background(), retryClusterUUID, CreateOptions{})
 	require.ErrorIs(t, err, ErrApplicationCredentialMethod)
 	require.ErrorIs(t, err, ErrForbidden)
-	require.Len(t, f.createTimes(), 1, "an application credential's token really may not: no retry")
+	require.Len(t, f.createTimes(CredentialName(retryClusterUUID, PurposeCAPO, 0)), 1, "an application credential's token really may not: no retry")
+	require.LessOrEqual(t, len(f.createTimes("")), 2, "nor of the other credential")
 }
 
 // Only that answer is retried: any other 400 is final at once.
