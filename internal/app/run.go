@@ -70,6 +70,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
 	mgr.Client.ProjectViewers = o.Bridge.TenantView != nil
+	mgr.Client.Log = log
 	var listeners []*listener
 	defer func() {
 		for _, l := range listeners {

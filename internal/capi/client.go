@@ -3,7 +3,9 @@ package capi
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +69,11 @@ type Client struct {
 	ProjectViewers bool
 	self           selfSubject
 	applied        appliedCache
+	// cloudCache serves CloudFailures from informers (the manager's cache); nil: the apiserver.
+	cloudCache       client.Reader
+	cloudCacheBroken atomic.Bool
+	// Log, when set, receives what the client notices but does not fail on.
+	Log *slog.Logger
 }
 
 // Apply server-side-applies objects in order under the bridge's field manager.

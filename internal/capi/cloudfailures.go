@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,16 +23,19 @@ var capoObjects = []schema.GroupVersionKind{
 	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServerList"},
 }
 
-// CloudFailures lists what the cloud refused for a CAPI cluster on OpenStack, read straight from
-// the apiserver (the bridge caches none of CAPO's objects): "<Kind> <name>: <message>" for each
-// condition CAPO marked False with severity Error. Kinds the apiserver does not serve (no CAPO)
-// give nothing.
+// CloudFailures lists what the cloud refused for a CAPI cluster on OpenStack: "<Kind> <name>:
+// <message>" for each condition CAPO marked False with severity Error. Kinds the apiserver does not
+// serve (no CAPO) give nothing. It is called on every status sync of a cluster in progress on
+// OpenStack — CAPI rewrites a provisioning cluster's conditions a few times a minute — so it reads
+// from the manager's informers (started on first use; no request to the apiserver per sync). If
+// they cannot sync (the ServiceAccount may list but not watch CAPO's objects: an older RBAC), it
+// reads straight from the apiserver from then on.
 func (c *Client) CloudFailures(ctx context.Context, namespace, clusterName string) ([]string, error) {
 	var out []string
 	for _, gvk := range capoObjects {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk)
-		err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName})
+		err := c.listCAPO(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName})
 		if err != nil {
 			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 				continue
@@ -44,6 +48,25 @@ func (c *Client) CloudFailures(ctx context.Context, namespace, clusterName strin
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// cloudCacheSyncTimeout bounds the first read of CAPO's objects through the informers.
+const cloudCacheSyncTimeout = 10 * time.Second
+
+func (c *Client) listCAPO(ctx context.Context, list *unstructured.UnstructuredList, opts ...client.ListOption) error {
+	if c.cloudCache == nil || c.cloudCacheBroken.Load() {
+		return c.List(ctx, list, opts...)
+	}
+	cctx, cancel := context.WithTimeout(ctx, cloudCacheSyncTimeout)
+	defer cancel()
+	err := c.cloudCache.List(cctx, list, opts...)
+	if err == nil || meta.IsNoMatchError(err) || ctx.Err() != nil {
+		return err
+	}
+	if c.cloudCacheBroken.CompareAndSwap(false, true) && c.Log != nil {
+		c.Log.Warn("CAPO's objects cannot be watched (does the bridge's role allow watch on openstackclusters and openstackservers?); reading them from the apiserver on every status sync", "error", err)
+	}
+	return c.List(ctx, list, opts...)
 }
 
 // cloudFailuresOf reads CAPO's (Cluster API v1beta1-style) conditions: False with severity Error.

@@ -104,7 +104,7 @@ func NewManager(cfg *rest.Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{Manager: mgr, Client: &Client{Client: direct}, kicks: make(chan event.GenericEvent, 1024)}, nil
+	return &Manager{Manager: mgr, Client: &Client{Client: direct, cloudCache: mgr.GetCache()}, kicks: make(chan event.GenericEvent, 1024)}, nil
 }
 
 // Watch registers the status reconciler.
