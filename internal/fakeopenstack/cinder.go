@@ -32,7 +32,28 @@ func (c *Cloud) volumeRoutes() *http.ServeMux {
 	mux.HandleFunc("POST /v3/{project}/volumes", c.createVolume)
 	mux.HandleFunc("GET /v3/{project}/volumes/{id}", c.getVolume)
 	mux.HandleFunc("DELETE /v3/{project}/volumes/{id}", c.deleteVolume)
+	mux.HandleFunc("GET /v3/{project}/types", c.listVolumeTypes)
+	// Version discovery: openstacksdk (magnum-capi-helm's Cinder client) asks the catalog's URL, then
+	// the root, before its first call.
+	mux.HandleFunc("GET /{$}", volumeVersions(http.StatusMultipleChoices))
+	mux.HandleFunc("GET /v3", volumeVersions(http.StatusOK))
+	mux.HandleFunc("GET /v3/{$}", volumeVersions(http.StatusOK))
+	mux.HandleFunc("GET /v3/{project}", volumeVersions(http.StatusOK))
+	mux.HandleFunc("GET /v3/{project}/{$}", volumeVersions(http.StatusOK))
 	return mux
+}
+
+// defaultVolumeTypeID is the id of the one volume type, Cinder's own "__DEFAULT__" (every Cinder has it).
+const defaultVolumeTypeID = "9b1c0e7a-0000-4000-8000-0000000000c1"
+
+// listVolumeTypes answers the volume type list (magnum-capi-helm makes a StorageClass of each).
+func (c *Cloud) listVolumeTypes(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.volumeCaller(w, r); !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"volume_types": []map[string]any{{
+		"id": defaultVolumeTypeID, "name": "__DEFAULT__", "description": "Default Volume Type",
+		"is_public": true, "extra_specs": map[string]string{}, "qos_specs_id": nil}}})
 }
 
 // volumeCaller authenticates and checks the URL's project is the token's, as Cinder does.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumetypes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/attachinterfaces"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/keypairs"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/quotasets"
@@ -550,4 +551,20 @@ func TestBadBodiesAreRefusedClearly(t *testing.T) {
 		assert.Contains(t, string(body), tc.want, tc.body)
 	}
 	assert.Empty(t, sim.cloud.ProjectResources("project-a"))
+}
+
+// TestVolumeTypes: the volume type list magnum-capi-helm reads to make its StorageClasses (Cinder's own
+// __DEFAULT__), in the caller's project only.
+func TestVolumeTypes(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	page, err := volumetypes.List(sim.clientsOf("token-a", "project-a").volume, nil).AllPages(ctx)
+	require.NoError(t, err)
+	types, err := volumetypes.ExtractVolumeTypes(page)
+	require.NoError(t, err)
+	require.Len(t, types, 1)
+	assert.Equal(t, "__DEFAULT__", types[0].Name)
+	assert.True(t, types[0].IsPublic)
+	_, err = volumetypes.List(sim.clientsOf("token-b", "project-a").volume, nil).AllPages(ctx)
+	assert.True(t, gophercloud.ResponseCodeIs(err, http.StatusBadRequest), "another project's URL: %v", err)
 }

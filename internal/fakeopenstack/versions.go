@@ -24,3 +24,14 @@ func networkVersions(w http.ResponseWriter, r *http.Request) {
 		"links": []map[string]string{{"rel": "self", "href": self}},
 	}}})
 }
+
+// volumeVersions answers like Cinder: its v3 API with the microversion range the simulator claims.
+func volumeVersions(status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		self := "http://" + r.Host + "/v3/"
+		writeJSON(w, status, map[string]any{"versions": []map[string]any{{
+			"id": "v3.0", "status": "CURRENT", "version": "3.70", "min_version": "3.0", "updated": "2023-08-31T00:00:00Z",
+			"links": []map[string]string{{"rel": "self", "href": self}},
+		}}})
+	}
+}

@@ -19,6 +19,7 @@ func TestVersionDiscovery(t *testing.T) {
 	}{
 		ImageService:   {http.StatusMultipleChoices, "v2.16", "/v2/"},
 		NetworkService: {http.StatusOK, "v2.0", "/v2.0/"},
+		VolumeService:  {http.StatusMultipleChoices, "v3.0", "/v3/"},
 	} {
 		r := do(t, http.MethodGet, srvs[svc].URL+"/", nil)
 		require.Equal(t, want.status, r.status, "%s: %s", svc, r.body)

@@ -43,6 +43,8 @@ CATALOG = [
         HOST, ENV["FAKE_NETWORK_PORT"])),
     ("load-balancer", "octavia", "fake-openstack: Octavia (CAPO's API load balancers)", "http://%s:%s" % (
         HOST, ENV["FAKE_LB_PORT"])),
+    ("block-storage", "cinder", "fake-openstack: Cinder (root volumes, volume types)", "http://%s:%s/v3/$(project_id)s" % (
+        HOST, ENV["FAKE_VOLUME_PORT"])),
 ]
 INTERFACES = ("public", "internal", "admin")
 

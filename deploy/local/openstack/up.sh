@@ -229,7 +229,7 @@ install_file "$TMP/fake-openstack" "$FAKE_BIN" 755 root:root && FAKE_CHANGED=1
 FAKE_ARGS=(--image-listen "$MCB_HOST:$FAKE_IMAGE_PORT" --compute-listen "$MCB_HOST:$FAKE_COMPUTE_PORT"
 	--network-listen "$MCB_HOST:$FAKE_NETWORK_PORT" --request-log "$MCB_LOG_DIR/fake-openstack-requests.jsonl"
 	--load-balancer-listen "$MCB_HOST:$FAKE_LB_PORT" --inspect-listen "$MCB_HOST:$FAKE_INSPECT_PORT"
-	--instance-quota "$FAKE_INSTANCE_QUOTA" --keystone-url "$KEYSTONE_URL")
+	--volume-listen "$MCB_HOST:$FAKE_VOLUME_PORT" --instance-quota "$FAKE_INSTANCE_QUOTA" --keystone-url "$KEYSTONE_URL")
 if [ -n "$FAKE_OPENSTACK_SEED" ]; then
 	"$FAKE_BIN" --seed "$FAKE_OPENSTACK_SEED" --print-seed >/dev/null || die "bad seed $FAKE_OPENSTACK_SEED"
 	install_file "$FAKE_OPENSTACK_SEED" "$MCB_ETC_DIR/fake-openstack-seed.json" 644 root:root && FAKE_CHANGED=1
@@ -249,14 +249,14 @@ fi
 if running fake-openstack; then
 	say "fake-openstack: running (pid $(pid_of fake-openstack))"
 else
-	for port in "$FAKE_IMAGE_PORT" "$FAKE_COMPUTE_PORT" "$FAKE_NETWORK_PORT" "$FAKE_LB_PORT" "$FAKE_INSPECT_PORT"; do
+	for port in "$FAKE_IMAGE_PORT" "$FAKE_COMPUTE_PORT" "$FAKE_NETWORK_PORT" "$FAKE_LB_PORT" "$FAKE_INSPECT_PORT" "$FAKE_VOLUME_PORT"; do
 		refuse_foreign_port fake-openstack "$port"
 	done
 	start-stop-daemon --start --background --make-pidfile --pidfile "$(pidfile fake-openstack)" \
 		--chuid nobody:nogroup --chdir / --output "$MCB_LOG_DIR/fake-openstack.log" \
 		--exec "$FAKE_BIN" -- "${FAKE_ARGS[@]}"
 	wait_http fake-openstack "http://$MCB_HOST:$FAKE_IMAGE_PORT/v2/schemas/image" 30 "$MCB_LOG_DIR/fake-openstack.log"
-	say "fake-openstack: started (pid $(pid_of fake-openstack)) on :$FAKE_IMAGE_PORT :$FAKE_COMPUTE_PORT :$FAKE_NETWORK_PORT :$FAKE_LB_PORT, inspection :$FAKE_INSPECT_PORT"
+	say "fake-openstack: started (pid $(pid_of fake-openstack)) on :$FAKE_IMAGE_PORT :$FAKE_COMPUTE_PORT :$FAKE_NETWORK_PORT :$FAKE_LB_PORT :$FAKE_VOLUME_PORT, inspection :$FAKE_INSPECT_PORT"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -347,7 +347,7 @@ cat <<EOF
 OpenStack half of the local stack is up after $SECONDS s (stop it with deploy/local/openstack/down.sh).
   Keystone        $KEYSTONE_URL            (region $MCB_REGION)
   magnum-api      $MAGNUM_URL   (15.0.1, uwsgi; no magnum-conductor: the bridge consumes its RPC)
-  simulated       Glance http://$MCB_HOST:$FAKE_IMAGE_PORT   Nova http://$MCB_HOST:$FAKE_COMPUTE_PORT/v2.1   Neutron http://$MCB_HOST:$FAKE_NETWORK_PORT   Octavia http://$MCB_HOST:$FAKE_LB_PORT
+  simulated       Glance http://$MCB_HOST:$FAKE_IMAGE_PORT   Nova http://$MCB_HOST:$FAKE_COMPUTE_PORT/v2.1   Neutron http://$MCB_HOST:$FAKE_NETWORK_PORT   Octavia http://$MCB_HOST:$FAKE_LB_PORT   Cinder http://$MCB_HOST:$FAKE_VOLUME_PORT/v3
                   (what CAPO made, per project: curl http://$MCB_HOST:$FAKE_INSPECT_PORT/projects/<project id>/resources)
   RabbitMQ        rabbit://$RABBIT_USER:***@$MCB_HOST:$RABBIT_PORT/  (exchange magnum, topic magnum-conductor)
   magnum.conf     /etc/magnum/magnum.conf (also read by magnum-capi-bridge)
