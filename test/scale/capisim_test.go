@@ -33,7 +33,8 @@ import (
 //     counts;
 //
 // and for every ClusterResourceSet a ClusterResourceSetBinding with all its resources applied.
-// It never deletes anything (the harness does not exercise deletes).
+// When a Cluster is deleted (nothing holds it: the simulation sets no finalizers), it deletes the
+// Cluster's MachineDeployments and Machines, as CAPI and the garbage collector would.
 type capiSimulation struct {
 	c          client.WithWatch
 	prefix     string
@@ -67,6 +68,12 @@ func startCAPISimulation(ctx context.Context, tb testing.TB, c client.WithWatch,
 		if cl, ok := obj.(*clusterv1.Cluster); ok && s.take(s.provisioned, cl.Namespace+"/"+cl.Name, cl.Namespace) {
 			s.work <- func(ctx context.Context) { s.provision(ctx, cl.Namespace, cl.Name) }
 		}
+	})
+	go s.watchDeleted(ctx, func(cl *clusterv1.Cluster) {
+		if !strings.HasPrefix(cl.Namespace, s.prefix) {
+			return
+		}
+		s.work <- func(ctx context.Context) { s.deprovision(ctx, cl.Namespace, cl.Name) }
 	})
 	go s.watch(ctx, &addonsv1.ClusterResourceSetList{}, func(obj any) {
 		if crs, ok := obj.(*addonsv1.ClusterResourceSet); ok && s.take(s.bound, crs.Namespace+"/"+crs.Name, crs.Namespace) {
@@ -105,6 +112,36 @@ func (s *capiSimulation) watch(ctx context.Context, list client.ObjectList, adde
 		}
 		w.Stop()
 	}
+}
+
+// watchDeleted calls deleted for every Cluster deleted while the watch runs.
+func (s *capiSimulation) watchDeleted(ctx context.Context, deleted func(*clusterv1.Cluster)) {
+	for ctx.Err() == nil {
+		w, err := s.c.Watch(ctx, &clusterv1.ClusterList{})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if cl, ok := ev.Object.(*clusterv1.Cluster); ok && ev.Type == watch.Deleted {
+				deleted(cl)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// deprovision removes what provision made for a deleted Cluster, and forgets it.
+func (s *capiSimulation) deprovision(ctx context.Context, ns, name string) {
+	sel := client.MatchingLabels{clusterv1.ClusterNameLabel: name}
+	for _, obj := range []client.Object{&clusterv1.MachineDeployment{}, &clusterv1.Machine{}} {
+		if err := s.c.DeleteAllOf(ctx, obj, client.InNamespace(ns), sel); err != nil && !apierrors.IsNotFound(err) {
+			s.fail("delete the %T of %s/%s: %v", obj, ns, name, err)
+		}
+	}
+	s.mu.Lock()
+	delete(s.provisioned, ns+"/"+name)
+	s.mu.Unlock()
 }
 
 func (s *capiSimulation) fail(format string, args ...any) {

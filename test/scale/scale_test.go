@@ -59,6 +59,8 @@ type scaleConfig struct {
 	readyAfter time.Duration // simulated provisioning time
 	perProject int           // clusters per Keystone project (namespace)
 	rawWorkers int           // parallel clusters in the raw server-side-apply loop
+	soak       time.Duration // steady churn at the end (0: none)
+	soakEvery  time.Duration // one create and one delete per soakEvery during the soak
 }
 
 func envInt(tb testing.TB, name string, def int) int {
@@ -95,6 +97,8 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 		readyAfter: envDuration(tb, "MCB_SCALE_READY_AFTER", time.Second),
 		perProject: max(1, envInt(tb, "MCB_SCALE_PER_PROJECT", 25)),
 		rawWorkers: max(1, envInt(tb, "MCB_SCALE_RAW_WORKERS", 4)),
+		soak:       envDuration(tb, "MCB_SCALE_SOAK", 0),
+		soakEvery:  envDuration(tb, "MCB_SCALE_SOAK_EVERY", 2*time.Second),
 	}
 	if c.sequential > c.clusters {
 		tb.Fatalf("MCB_SCALE_SEQUENTIAL (%d) exceeds MCB_SCALE_CLUSTERS (%d): the created clusters stay live and count towards N",
@@ -112,7 +116,8 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 // clusters, all CREATE_COMPLETE; memory and idle requests at N; MCB_SCALE_LAG_SAMPLES flips of a
 // random cluster's Available condition, timed until Magnum's row shows them; last, with the N
 // clusters still live, a burst of MCB_SCALE_BURST more creates against a raw server-side-apply loop
-// of the same objects.
+// of the same objects; then, with MCB_SCALE_SOAK, a soak of steady churn (one create and one delete of
+// the oldest cluster every MCB_SCALE_SOAK_EVERY) with the bridge's memory sampled throughout.
 func BenchmarkScale(b *testing.B) {
 	if os.Getenv("MCB_SCALE") != "1" {
 		b.Skip("MCB_SCALE=1 runs the scale harness (its own etcd + kube-apiserver, a CAPI simulation, minutes of CPU): `make bench-scale`")
@@ -143,13 +148,15 @@ type harness struct {
 	projects []string
 	created  []string // cluster uuids cast so far
 	names    map[string]string
-	table    [][3]string
+	// projectByID is each created cluster's project.
+	projectByID map[string]string
+	table       [][3]string
 }
 
 func newHarness(b *testing.B, cfg scaleConfig) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	h := &harness{cfg: cfg, dir: b.TempDir(), names: map[string]string{}}
+	h := &harness{cfg: cfg, dir: b.TempDir(), names: map[string]string{}, projectByID: map[string]string{}}
 	h.prefix = "mcbs" + rpctest.RandomSuffix()[:6] + "-"
 	start := time.Now()
 	bin := filepath.Join(h.dir, "magnum-capi-bridge")
@@ -283,12 +290,17 @@ func (h *harness) project(i int) string {
 
 // castCreate sends cluster_create as magnum-api 15.0.1 does (Cluster 1.23, one master, one worker).
 func (h *harness) castCreate(ctx context.Context, i int) (string, error) {
-	project := h.project(i)
+	return h.castCreateIn(ctx, i, h.project(i))
+}
+
+// castCreateIn is castCreate in the given project.
+func (h *harness) castCreateIn(ctx context.Context, i int, project string) (string, error) {
 	id := uuid.NewString()
 	name := fmt.Sprintf("scale-%d", i)
 	h.mu.Lock()
 	h.created = append(h.created, id)
 	h.names[id] = templates.ClusterName(name, id)
+	h.projectByID[id] = project
 	h.mu.Unlock()
 	c := &magnum.Cluster{}
 	c.UUID.Set(id)
@@ -399,6 +411,23 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (h *harness) row(figure, value, goal string) {
 	h.table = append(h.table, [3]string{figure, value, goal})
+	appendBenchTable(figure, value, "", goal)
+}
+
+// appendBenchTable adds a row to the file MCB_BENCH_TABLE names, from which `make bench` prints its
+// closing table (deploy/local/bench.sh): figure, bridge, peer, goal, tab-separated.
+func appendBenchTable(figure, bridge, peer, goal string) {
+	path := os.Getenv("MCB_BENCH_TABLE")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Printf("# MCB_BENCH_TABLE: %v\n", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\t%s\t%s\t%s\n", figure, bridge, peer, goal)
 }
 
 // memory is the bridge's resident set (from /proc) and Go heap in use (from its /metrics).
@@ -536,13 +565,17 @@ func (h *harness) run(b *testing.B) {
 	if cfg.burst > 0 {
 		h.burst(ctx, b)
 	}
+	// 6. Steady churn, memory sampled.
+	if cfg.soak > 0 {
+		h.soak(ctx, b)
+	}
 	b.ReportMetric(float64(cfg.clusters), "clusters")
 	b.StopTimer()
 
 	fmt.Printf("\n## scale harness: N=%d live clusters (%d of them created one at a time), then a burst of %d more; simulated provisioning %s, %d clusters per project\n",
 		cfg.clusters, cfg.sequential, cfg.burst, cfg.readyAfter, cfg.perProject)
-	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
-		cfg.clusters, cfg.sequential, cfg.burst, cfg.idle, cfg.lagSamples)
+	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
+		cfg.clusters, cfg.sequential, cfg.burst, cfg.idle, cfg.lagSamples, cfg.soak)
 	fmt.Printf("| figure | bridge | goal |\n|---|---|---|\n")
 	for _, r := range h.table {
 		fmt.Printf("| %s | %s | %s |\n", r[0], r[1], r[2])
@@ -633,6 +666,96 @@ func (h *harness) burst(ctx context.Context, b *testing.B) {
 	b.ReportMetric(bridgeTime.Seconds()/rawTime.Seconds(), "burst-vs-raw-x")
 }
 
+// soak keeps the number of live clusters steady while churning them: every soakEvery one create and
+// one delete of the oldest live cluster, through the RPC path. The bridge's memory is sampled every
+// 30 s; at the end every create must be CREATE_COMPLETE and every deleted row gone.
+func (h *harness) soak(ctx context.Context, b *testing.B) {
+	cfg := h.cfg
+	h.mu.Lock()
+	live := slices.Clone(h.created)
+	next := len(h.created)
+	h.mu.Unlock()
+	type sample struct {
+		at        time.Duration
+		rss, heap float64
+	}
+	start := time.Now()
+	rss, heap := h.memory(b)
+	samples := []sample{{0, rss, heap}}
+	churn, sampling := time.NewTicker(cfg.soakEvery), time.NewTicker(30*time.Second)
+	defer churn.Stop()
+	defer sampling.Stop()
+	var deleted []string
+	for time.Since(start) < cfg.soak {
+		select {
+		case <-churn.C:
+			// The new cluster goes into the project of the one deleted: the set of tenants stays.
+			old := live[0]
+			live = live[1:]
+			h.mu.Lock()
+			project := h.projectOf(old)
+			h.mu.Unlock()
+			id, err := h.castCreateIn(ctx, next, project)
+			if err != nil {
+				b.Fatal(err)
+			}
+			next++
+			live = append(live, id)
+			if err := h.castDelete(ctx, old); err != nil {
+				b.Fatal(err)
+			}
+			deleted = append(deleted, old)
+		case <-sampling.C:
+			rss, heap := h.memory(b)
+			samples = append(samples, sample{time.Since(start), rss, heap})
+			fmt.Printf("# soak %s: RSS %.1f MiB, heap %.1f MiB, %d created and %d deleted so far\n",
+				time.Since(start).Round(time.Second), rss, heap, len(deleted), len(deleted))
+		}
+	}
+	until(b, 10*time.Minute, time.Second, "the soak's creates complete and its deletes gone", func() bool {
+		var rows, complete int
+		if err := h.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status = 'CREATE_COMPLETE'), 0) FROM cluster").Scan(&rows, &complete); err != nil {
+			b.Fatal(err)
+		}
+		return rows == len(live) && complete == len(live)
+	})
+	time.Sleep(10 * time.Second)
+	rss, heap = h.memory(b)
+	samples = append(samples, sample{time.Since(start), rss, heap})
+	// Least-squares slope of RSS and heap over the soak, per 10 minutes.
+	slope := func(y func(sample) float64) float64 {
+		var n, sx, sy, sxx, sxy float64
+		for _, s := range samples {
+			x := s.at.Minutes() / 10
+			n, sx, sy, sxx, sxy = n+1, sx+x, sy+y(s), sxx+x*x, sxy+x*y(s)
+		}
+		if d := n*sxx - sx*sx; d != 0 {
+			return (n*sxy - sx*sy) / d
+		}
+		return 0
+	}
+	maxRSS := 0.0
+	for _, s := range samples {
+		maxRSS = max(maxRSS, s.rss)
+	}
+	h.row(fmt.Sprintf("soak %s at %d live clusters, one create + one delete every %s (%d each): RSS first / max / last",
+		cfg.soak, len(live), cfg.soakEvery, len(deleted)),
+		fmt.Sprintf("%.1f / %.1f / %.1f MiB", samples[0].rss, maxRSS, rss), "flat")
+	h.row("soak: slope of RSS / heap (least squares over the samples)",
+		fmt.Sprintf("%+.2f / %+.2f MiB per 10 min", slope(func(s sample) float64 { return s.rss }), slope(func(s sample) float64 { return s.heap })), "≈ 0")
+	b.ReportMetric(slope(func(s sample) float64 { return s.heap }), "soak-heap-MiB/10min")
+}
+
+// castDelete sends cluster_delete as magnum-api does, in the cluster's project.
+func (h *harness) castDelete(ctx context.Context, id string) error {
+	h.mu.Lock()
+	project := h.projectOf(id)
+	h.mu.Unlock()
+	rctx := &rpc.Context{User: project, UserID: project, ProjectID: project, Project: project, Roles: []string{"member"},
+		RequestID: "req-" + uuid.NewString(), UserName: "scale", ProjectName: "scale", AuthToken: "gAAAA-scale-token-not-a-secret"}
+	return h.rpc.Cast(ctx, "cluster_delete", map[string]any{"uuid": id}, rctx)
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -642,12 +765,7 @@ func later(a, b time.Time) time.Time {
 
 // projectOf is the project of a created cluster (h.mu held).
 func (h *harness) projectOf(id string) string {
-	for i, c := range h.created {
-		if c == id {
-			return h.projects[i/h.cfg.perProject]
-		}
-	}
-	return ""
+	return h.projectByID[id]
 }
 
 // collectApplied reads back what the bridge server-side applied for the given clusters, as one
