@@ -12,7 +12,7 @@ PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-faults soak churn lint bench bench-scale bench-scale-smoke fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-faults soak churn lint bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
 
 all: build
 
@@ -42,11 +42,13 @@ kubeconfig:
 
 ## test: every test — unit, integration against the real services, end to end against `make up`
 ## (with the race detector), then the fault matrix (its faults once the others have ended: it restarts
-## services they use; deploy/local/go-test.sh runs it), then a small run of the three-replica churn test.
+## services they use; deploy/local/go-test.sh runs it), then a small run of the three-replica churn test
+## and of the side by side with the peer conductor.
 test: lint up
 	/usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
 	GO=$(GO) PKGS="$(PKGS)" TEST_TIMEOUT=$(TEST_TIMEOUT) E2E_PARALLEL=$(E2E_PARALLEL) deploy/local/go-test.sh
 	$(MAKE) churn CHURN_CLUSTERS=4 CHURN_DELETES=2 CHURN_SEED=3  # the churn test's smoke (~3 min), so it cannot rot
+	$(MAKE) bench-peer-smoke  # the side by side with the peer, two creates each (~4 min), so it cannot rot
 
 ## test-faults: the fault matrix (operation × real fault, one seed per cell); needs `make up`.
 FAULT_SEED ?= 1
@@ -95,14 +97,30 @@ SCALE_BURST ?= 200
 SCALE_IDLE ?= 60s
 SCALE_LAG_SAMPLES ?= 100
 SCALE_TIMEOUT ?= 4h
+# SCALE_SOAK=30m ends the run with a soak: one create and one delete every 2 s, memory sampled.
+SCALE_SOAK ?= 0
 bench-scale:
 	MCB_SCALE=1 MCB_SCALE_CLUSTERS=$(SCALE_CLUSTERS) MCB_SCALE_SEQUENTIAL=$(SCALE_SEQUENTIAL) MCB_SCALE_BURST=$(SCALE_BURST) \
-	  MCB_SCALE_IDLE=$(SCALE_IDLE) MCB_SCALE_LAG_SAMPLES=$(SCALE_LAG_SAMPLES) \
+	  MCB_SCALE_IDLE=$(SCALE_IDLE) MCB_SCALE_LAG_SAMPLES=$(SCALE_LAG_SAMPLES) MCB_SCALE_SOAK=$(SCALE_SOAK) \
 	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale
 
 ## bench-scale-smoke: the harness with a handful of clusters, so that it cannot rot (CI).
 bench-scale-smoke:
-	$(MAKE) --no-print-directory bench-scale SCALE_CLUSTERS=6 SCALE_SEQUENTIAL=3 SCALE_BURST=3 SCALE_IDLE=10s SCALE_LAG_SAMPLES=4 SCALE_TIMEOUT=15m
+	$(MAKE) --no-print-directory bench-scale SCALE_CLUSTERS=6 SCALE_SEQUENTIAL=3 SCALE_BURST=3 SCALE_IDLE=10s SCALE_LAG_SAMPLES=4 SCALE_SOAK=20s SCALE_TIMEOUT=15m
+
+## bench-peer: issue 16's side by side — the same creates, over the real RPC path, through the bridge and
+## through the peer (the real magnum-conductor 23.0.0 with magnum-capi-helm, in the forky chroot), one after
+## the other on the local stack's management cluster (test/peer); prints one table. Needs `make up`.
+PEER_CLUSTERS ?= 5
+PEER_IDLE ?= 60s
+bench-peer: build
+	deploy/local/peer-up.sh
+	MCB_PEER=1 MCB_PEER_CLUSTERS=$(PEER_CLUSTERS) MCB_PEER_IDLE=$(PEER_IDLE) \
+	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPeer$$' -benchtime 1x -timeout 90m ./test/peer
+
+## bench-peer-smoke: the side by side with two clusters each, so that it cannot rot (make test).
+bench-peer-smoke:
+	$(MAKE) --no-print-directory bench-peer PEER_CLUSTERS=2 PEER_IDLE=15s
 
 ## fuzz: run each fuzz target for FUZZTIME (default 1m).
 FUZZTIME ?= 1m

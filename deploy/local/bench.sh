@@ -1,8 +1,58 @@
 #!/usr/bin/env bash
-# Runs the benchmarks and prints their figures with the command that produced them.
+# `make bench`: the micro-benchmarks, then the scale harness (test/scale) and the side by side with the
+# peer (test/peer), and one closing table — figure | bridge | peer | ratio | goal — with the commands.
+#   BENCHTIME (2s)          -benchtime of the micro-benchmarks
+#   BENCH_SCALE_CLUSTERS    N of the scale harness (default: the Makefile's SCALE_CLUSTERS, 100)
+#   BENCH_PEER_CLUSTERS (5) creates per conductor in the side by side; BENCH_PEER=0 leaves it out
+# The side by side needs `make up`; without the stack it is left out and the table says so.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+out=$(mktemp -d "${TMPDIR:-/tmp}/mcb-bench.XXXXXX")
+table=$out/table.tsv
+: >"$table"
+commands=()
+
 cmd=(go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -count 1 ./internal/... ./test/...)
+commands+=("${cmd[*]}")
 echo "# command: ${cmd[*]}"
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(go version)"
-"${cmd[@]}" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---|#|goos|pkg|PASS)' || true
+"${cmd[@]}" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---|#|goos|pkg|PASS)' | tee "$out/micro.txt" || true
+
+# The RPC figures against raw amqp091 loops on the same broker (internal/rpc/bench_test.go).
+metric() { awk -v b="$1" -v u="$2" '$1 ~ "^"b"(-[0-9]+)?$" { for (i = 2; i < NF; i++) if ($(i+1) == u) print $i }' "$out/micro.txt" | head -1; }
+call=$(metric BenchmarkCallRoundTrip p50-µs) rawcall=$(metric BenchmarkRawAMQPRoundTrip p50-µs)
+cast=$(metric BenchmarkCastThroughput msgs/s) rawcast=$(metric BenchmarkRawAMQPThroughput msgs/s)
+if [[ -n $call && -n $rawcall ]]; then
+  printf 'RPC call round trip p50 (raw amqp091 %s µs)\t%s µs = %s× raw\t\t≤ 1.3× raw\n' "$rawcall" "$call" \
+    "$(awk -v a="$call" -v b="$rawcall" 'BEGIN { printf "%.2f", a / b }')" >>"$table"
+fi
+if [[ -n $cast && -n $rawcast ]]; then
+  printf 'casts handled per second (raw amqp091 %s/s)\t%s/s = %s× raw\t\t≥ 0.8× raw\n' "$rawcast" "$cast" \
+    "$(awk -v a="$cast" -v b="$rawcast" 'BEGIN { printf "%.2f", a / b }')" >>"$table"
+fi
+
+scale_args=()
+[[ -n ${BENCH_SCALE_CLUSTERS:-} ]] && scale_args+=(SCALE_CLUSTERS="$BENCH_SCALE_CLUSTERS")
+commands+=("make bench-scale ${scale_args[*]}")
+MCB_BENCH_TABLE=$table make --no-print-directory bench-scale "${scale_args[@]}"
+
+if [[ ${BENCH_PEER:-1} == 0 ]]; then
+  printf 'bench-peer\tleft out (BENCH_PEER=0)\t\t\n' >>"$table"
+elif ! deploy/local/mgmt-status.sh >/dev/null 2>&1; then
+  printf 'bench-peer\tleft out: the local stack is not up (make up)\t\t\n' >>"$table"
+else
+  commands+=("make bench-peer PEER_CLUSTERS=${BENCH_PEER_CLUSTERS:-5}")
+  MCB_BENCH_TABLE=$table make --no-print-directory bench-peer PEER_CLUSTERS="${BENCH_PEER_CLUSTERS:-5}"
+fi
+
+echo
+echo "## make bench: $(date -u +%FT%TZ), $(git describe --always --dirty 2>/dev/null), $(nproc) cores"
+for c in "${commands[@]}"; do echo "## command: $c"; done
+echo "| figure | bridge | peer | ratio | goal |"
+echo "|---|---|---|---|---|"
+awk -F'\t' '{
+  ratio = "–"
+  b = $2; p = $3
+  if (b ~ /^[0-9.]+ / && p ~ /^[0-9.]+ /) { split(b, x, " "); split(p, y, " "); if (x[1] > 0) ratio = sprintf("%.2f×", y[1] / x[1]) }
+  printf "| %s | %s | %s | %s | %s |\n", $1, b, (p == "" ? "–" : p), ratio, $4
+}' "$table"
