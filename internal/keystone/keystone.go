@@ -115,27 +115,12 @@ func NewClientFromTokenInfo(ctx context.Context, keystoneURL string, userToken S
 	if !ok {
 		return NewClient(ctx, keystoneURL, userToken, opts...)
 	}
-	if err := checkKeystoneURL(keystoneURL); err != nil {
-		return nil, err
-	}
-	o := clientOptions{}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	provider, err := newProvider(keystoneURL, o)
+	provider, o, err := providerFor(keystoneURL, opts)
 	if err != nil {
 		return nil, err
 	}
 	provider.SetToken(userToken.Reveal())
-	identityClient, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
-	if err != nil {
-		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
-	}
-	retry := DefaultRetryPolicy
-	if o.retry != nil {
-		retry = *o.retry
-	}
-	return &Client{identity: identityClient, who: who, retry: retry}, nil
+	return newIdentityClient(provider, who, o)
 }
 
 // identityFromTokenInfo reads {"token": {...}} as magnum-api sends it; false when it is not
@@ -296,14 +281,7 @@ func newProvider(keystoneURL string, o clientOptions) (*gophercloud.ProviderClie
 
 // authenticate builds the provider client, gets (or validates) the token and reads the identity.
 func authenticate(ctx context.Context, keystoneURL, op string, ao *tokens.AuthOptions, scrub []string, opts []Option) (*Client, error) {
-	if err := checkKeystoneURL(keystoneURL); err != nil {
-		return nil, err
-	}
-	o := clientOptions{}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	provider, err := newProvider(keystoneURL, o)
+	provider, o, err := providerFor(keystoneURL, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -312,16 +290,35 @@ func authenticate(ctx context.Context, keystoneURL, op string, ao *tokens.AuthOp
 	if err := openstack.AuthenticateV3(ctx, provider, ao, gophercloud.EndpointOpts{}); err != nil {
 		return nil, newError(op, "", err, scrub...)
 	}
-	identityClient, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
-	if err != nil {
-		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
-	}
 	who, err := identityFromAuthResult(provider.GetAuthResult())
 	if err != nil {
 		return nil, &Error{Op: op, Message: err.Error()}
 	}
 	if who.ProjectID == "" {
 		return nil, &Error{Op: op, Message: fmt.Sprintf("the token of user %s is not project-scoped; application credentials belong to a project", who.UserID)}
+	}
+	return newIdentityClient(provider, who, o)
+}
+
+// providerFor checks the URL, applies the options and makes the provider client.
+func providerFor(keystoneURL string, opts []Option) (*gophercloud.ProviderClient, clientOptions, error) {
+	o := clientOptions{}
+	if err := checkKeystoneURL(keystoneURL); err != nil {
+		return nil, o, err
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	provider, err := newProvider(keystoneURL, o)
+	return provider, o, err
+}
+
+// newIdentityClient is the Client of an authenticated provider and the identity its token has.
+func newIdentityClient(provider *gophercloud.ProviderClient, who Identity, o clientOptions) (*Client, error) {
+	// An empty EndpointOpts: <keystoneURL base>/v3/ directly, not Keystone looked up in the catalog.
+	identityClient, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
+	if err != nil {
+		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
 	}
 	retry := DefaultRetryPolicy
 	if o.retry != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/app"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc/rpctest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 func freePort(tb testing.TB) int {
@@ -273,7 +274,7 @@ func printTable(cfg benchConfig, r map[string]*sideResult) {
 	pct := func(get func(*sideResult) []time.Duration, p float64) func(*sideResult) (float64, bool) {
 		return func(s *sideResult) (float64, bool) {
 			d := get(s)
-			return ms(percentile(d, p)), len(d) > 0
+			return testutil.Millis(testutil.Percentile(d, p)), len(d) > 0
 		}
 	}
 	val := func(get func(*sideResult) float64) func(*sideResult) (float64, bool) {
@@ -311,7 +312,7 @@ func printTable(cfg benchConfig, r map[string]*sideResult) {
 			ratio = fmt.Sprintf("%.2f×", pv/bv)
 		}
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", f.name, bs, ps, ratio, f.goal)
-		appendBenchTable(fmt.Sprintf("bench-peer (%d creates): %s", cfg.clusters, f.name), bs, ps, f.goal)
+		testutil.AppendBenchTable(fmt.Sprintf("bench-peer (%d creates): %s", cfg.clusters, f.name), bs, ps, f.goal)
 	}
 	for _, name := range []string{"bridge", "peer"} {
 		s := r[name]
@@ -324,22 +325,6 @@ func printTable(cfg benchConfig, r map[string]*sideResult) {
 			fmt.Printf("# %s: %d failures (above)\n", name, len(s.failed))
 		}
 	}
-}
-
-// appendBenchTable adds a row to the file MCB_BENCH_TABLE names, from which `make bench` prints its
-// closing table (deploy/local/bench.sh): figure, bridge, peer, goal, tab-separated.
-func appendBenchTable(figure, bridge, peer, goal string) {
-	path := os.Getenv("MCB_BENCH_TABLE")
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		fmt.Printf("# MCB_BENCH_TABLE: %v\n", err)
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "%s\t%s\t%s\t%s\n", figure, bridge, peer, goal)
 }
 
 func kinds(m map[string]int) string {

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,7 +194,7 @@ func (e *benchEnv) run(b *testing.B, cfg benchConfig, s *side) *sideResult {
 			continue
 		}
 		r.castToCluster = append(r.castToCluster, seen.Sub(cast))
-		fmt.Printf("# %s create %d: cast → row %.1f ms, cast → CAPI Cluster %s %.0f ms\n", s.name, i, ms(row.Sub(cast)), name, ms(seen.Sub(cast)))
+		fmt.Printf("# %s create %d: cast → row %.1f ms, cast → CAPI Cluster %s %.0f ms\n", s.name, i, testutil.Millis(row.Sub(cast)), name, testutil.Millis(seen.Sub(cast)))
 	}
 	_, after := s.proxy.snapshot()
 	r.createRequests = diff(after, before)
@@ -503,17 +502,6 @@ func dsnOf(u string) string {
 	cred, hostdb, _ := strings.Cut(rest, "@")
 	host, dbname, _ := strings.Cut(hostdb, "/")
 	return fmt.Sprintf("%s@tcp(%s)/%s?parseTime=true", cred, host, dbname)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[int(p*float64(len(s)-1)+0.5)]
 }
 
 // startProcess runs cmd with its output in logPath; it dies with the harness (Pdeathsig).

@@ -398,36 +398,9 @@ func until(tb testing.TB, timeout, step time.Duration, what string, cond func() 
 	}
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[int(p*float64(len(s)-1)+0.5)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 func (h *harness) row(figure, value, goal string) {
 	h.table = append(h.table, [3]string{figure, value, goal})
-	appendBenchTable(figure, value, "", goal)
-}
-
-// appendBenchTable adds a row to the file MCB_BENCH_TABLE names, from which `make bench` prints its
-// closing table (deploy/local/bench.sh): figure, bridge, peer, goal, tab-separated.
-func appendBenchTable(figure, bridge, peer, goal string) {
-	path := os.Getenv("MCB_BENCH_TABLE")
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		fmt.Printf("# MCB_BENCH_TABLE: %v\n", err)
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "%s\t%s\t%s\t%s\n", figure, bridge, peer, goal)
+	testutil.AppendBenchTable(figure, value, "", goal)
 }
 
 // memory is the bridge's resident set (from /proc) and Go heap in use (from its /metrics).
@@ -515,12 +488,12 @@ func (h *harness) run(b *testing.B) {
 	}
 	if cfg.sequential > 0 {
 		h.row(fmt.Sprintf("cast → CAPI Cluster, %d sequential creates, p50 / p99", cfg.sequential),
-			fmt.Sprintf("%.0f / %.0f ms", ms(percentile(toCluster, 0.5)), ms(percentile(toCluster, 0.99))), "p99 ≤ 100 ms")
+			fmt.Sprintf("%.0f / %.0f ms", testutil.Millis(testutil.Percentile(toCluster, 0.5)), testutil.Millis(testutil.Percentile(toCluster, 0.99))), "p99 ≤ 100 ms")
 		h.row("cast → cluster row in the DB, p50 / p99",
-			fmt.Sprintf("%.1f / %.1f ms", ms(percentile(toRow, 0.5)), ms(percentile(toRow, 0.99))), "p99 ≤ 50 ms")
-		b.ReportMetric(ms(percentile(toCluster, 0.5)), "cast-to-cluster-p50-ms")
-		b.ReportMetric(ms(percentile(toCluster, 0.99)), "cast-to-cluster-p99-ms")
-		b.ReportMetric(ms(percentile(toRow, 0.99)), "cast-to-row-p99-ms")
+			fmt.Sprintf("%.1f / %.1f ms", testutil.Millis(testutil.Percentile(toRow, 0.5)), testutil.Millis(testutil.Percentile(toRow, 0.99))), "p99 ≤ 50 ms")
+		b.ReportMetric(testutil.Millis(testutil.Percentile(toCluster, 0.5)), "cast-to-cluster-p50-ms")
+		b.ReportMetric(testutil.Millis(testutil.Percentile(toCluster, 0.99)), "cast-to-cluster-p99-ms")
+		b.ReportMetric(testutil.Millis(testutil.Percentile(toRow, 0.99)), "cast-to-row-p99-ms")
 	}
 
 	// 3. Up to N live clusters, all CREATE_COMPLETE.
@@ -956,7 +929,7 @@ func (h *harness) statusLag(ctx context.Context, b *testing.B) {
 		}
 	}
 	h.row(fmt.Sprintf("CAPI condition change → Magnum row, %d flips with %d live clusters, p50 / p99", len(lags), h.cfg.clusters),
-		fmt.Sprintf("%.1f / %.1f ms", ms(percentile(lags, 0.5)), ms(percentile(lags, 0.99))), "p99 ≤ 1 s at 1 000")
-	b.ReportMetric(ms(percentile(lags, 0.5)), "status-lag-p50-ms")
-	b.ReportMetric(ms(percentile(lags, 0.99)), "status-lag-p99-ms")
+		fmt.Sprintf("%.1f / %.1f ms", testutil.Millis(testutil.Percentile(lags, 0.5)), testutil.Millis(testutil.Percentile(lags, 0.99))), "p99 ≤ 1 s at 1 000")
+	b.ReportMetric(testutil.Millis(testutil.Percentile(lags, 0.5)), "status-lag-p50-ms")
+	b.ReportMetric(testutil.Millis(testutil.Percentile(lags, 0.99)), "status-lag-p99-ms")
 }
