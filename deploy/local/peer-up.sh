@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares the peer of `make bench-peer` (test/peer): the real magnum-conductor 23.0.0 of the forky
 # chroot with StackHPC's magnum-capi-helm driver, as shared/reference/peer-capi-helm.md ran it.
-#   - python3-magnum-capi-helm ($MAGNUM_CAPI_HELM_VERSION) installed into the chroot from Debian;
+#   - python3-magnum-capi-helm ($MAGNUM_CAPI_HELM_VERSION) from Debian, unpacked into the chroot's
+#     /opt/magnum-peer (not its site-packages: magnum-api 23 there would load it);
 #   - helm ($HELM_VERSION) built from the Go module proxy, cached outside the work tree like
 #     build-k8s.sh's binaries, and copied to the chroot's /usr/local/bin;
 #   - the stand-in openstack-cluster chart (test/peer/standin-chart) packaged into the chroot;
@@ -20,19 +21,29 @@ in_root() {
     DEBIAN_FRONTEND=noninteractive "$@"
 }
 
-# The driver, from Debian (forky), once.
-have=$(in_root dpkg-query -W -f '${Version}' python3-magnum-capi-helm 2>/dev/null || true)
+# The driver, from Debian (forky), unpacked into a directory of its own that only the peer's
+# PYTHONPATH names: installed into the chroot's site-packages, the newest stack's magnum-api (same
+# chroot) finds it among its drivers and picks it for Ubuntu templates instead of the bridge's.
+if in_root dpkg-query -W python3-magnum-capi-helm >/dev/null 2>&1; then
+  log "peer-up: removing python3-magnum-capi-helm from the chroot's site-packages (it belongs in /opt/magnum-peer)"
+  in_root apt-get remove -y -q python3-magnum-capi-helm >"$MCB_LOG/peer-apt.log" 2>&1
+fi
+peer_lib=$newest_root/opt/magnum-peer
+have=$(cat "$peer_lib/.version" 2>/dev/null || true)
 if [ "${have%%-*}" != "$MAGNUM_CAPI_HELM_VERSION" ]; then
-  log "peer-up: installing python3-magnum-capi-helm into the chroot (log $MCB_LOG/peer-apt.log)"
-  { in_root apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends python3-magnum-capi-helm ||
-      { in_root apt-get -o DPkg::Lock::Timeout=900 update -q &&
-        in_root apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends python3-magnum-capi-helm; }
-  } >"$MCB_LOG/peer-apt.log" 2>&1 || { tail -n 20 "$MCB_LOG/peer-apt.log" >&2; log "peer-up: apt-get in the chroot failed"; exit 1; }
-  have=$(in_root dpkg-query -W -f '${Version}' python3-magnum-capi-helm)
+  log "peer-up: unpacking python3-magnum-capi-helm into /opt/magnum-peer of the chroot (log $MCB_LOG/peer-apt.log)"
+  fetch() { in_root sh -c 'cd /var/cache/apt/archives && apt-get -o DPkg::Lock::Timeout=900 download -q python3-magnum-capi-helm'; }
+  { fetch || { in_root apt-get -o DPkg::Lock::Timeout=900 update -q && fetch; }; } >"$MCB_LOG/peer-apt.log" 2>&1 ||
+    { tail -n 20 "$MCB_LOG/peer-apt.log" >&2; log "peer-up: apt-get download in the chroot failed"; exit 1; }
+  deb=$(ls -t "$newest_root"/var/cache/apt/archives/python3-magnum-capi-helm_*.deb | head -1)
+  rm -rf "$peer_lib" && mkdir -p "$peer_lib"
+  dpkg-deb -x "$deb" "$peer_lib"
+  have=$(dpkg-deb -f "$deb" Version)
+  echo "$have" >"$peer_lib/.version"
   [ "${have%%-*}" = "$MAGNUM_CAPI_HELM_VERSION" ] ||
     log "peer-up: WARNING Debian now serves python3-magnum-capi-helm $have, not $MAGNUM_CAPI_HELM_VERSION (the figures name the version)"
 fi
-log "peer-up: magnum-capi-helm $have in the chroot"
+log "peer-up: magnum-capi-helm $have in /opt/magnum-peer of the chroot"
 
 # helm, from the module proxy, once per version.
 cache=${MCB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/magnum-capi-bridge}/helm-$HELM_VERSION

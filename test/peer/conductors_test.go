@@ -183,8 +183,9 @@ namespace_prefix = %s
 	}
 	home := "/var/lib/magnum-peer/home"
 	_ = os.MkdirAll(filepath.Join(chroot, home), 0o700)
+	// The driver lives outside the chroot's site-packages (deploy/local/peer-up.sh): only the peer sees it.
 	cmd := exec.Command("chroot", chroot, "/usr/bin/env", "-i", "HOME="+home, "LANG=C.UTF-8",
-		"PATH=/usr/local/bin:/usr/bin:/bin", peerConductorBin, "--config-file", "/etc/magnum/magnum.conf", "--config-file", conf)
+		"PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONPATH="+peerDriverPath, peerConductorBin, "--config-file", "/etc/magnum/magnum.conf", "--config-file", conf)
 	logPath := filepath.Join(e.dir, "peer.out")
 	startProcess(b, cmd, logPath)
 	// Ready when its RPC server consumes: magnum_service row of its host, written at start.

@@ -45,6 +45,7 @@ const (
 	keystoneURL      = "http://127.0.0.1:5000/v3"
 	peerChartInRoot  = "/var/lib/magnum-peer/openstack-cluster-0.27.0.tgz"
 	peerConductorBin = "/usr/bin/magnum-conductor"
+	peerDriverPath   = "/opt/magnum-peer/usr/lib/python3/dist-packages"
 	// The image of the fake's seed with os_distro ubuntu and kube_version v1.36.3 (both drivers read them).
 	imageID = "ubuntu-2404-kube-v1.36.3"
 )
