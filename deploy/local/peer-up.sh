@@ -24,9 +24,9 @@ in_root() {
 # The driver, from Debian (forky), unpacked into a directory of its own that only the peer's
 # PYTHONPATH names: installed into the chroot's site-packages, the newest stack's magnum-api (same
 # chroot) finds it among its drivers and picks it for Ubuntu templates instead of the bridge's.
-if in_root dpkg-query -W python3-magnum-capi-helm >/dev/null 2>&1; then
+if in_root dpkg-query -W -f '${Status}' python3-magnum-capi-helm 2>/dev/null | grep -q 'install ok installed'; then
   log "peer-up: removing python3-magnum-capi-helm from the chroot's site-packages (it belongs in /opt/magnum-peer)"
-  in_root apt-get remove -y -q python3-magnum-capi-helm >"$MCB_LOG/peer-apt.log" 2>&1
+  in_root apt-get purge -y -q python3-magnum-capi-helm >"$MCB_LOG/peer-apt.log" 2>&1
 fi
 peer_lib=$newest_root/opt/magnum-peer
 have=$(cat "$peer_lib/.version" 2>/dev/null || true)
