@@ -93,20 +93,25 @@ bench:
 ## longer run); it does not touch the running stack, but takes both cores: hold the stack lock when shared.
 SCALE_CLUSTERS ?= 100
 SCALE_SEQUENTIAL ?= 20
+# The sequential creates arrive one at a time, SCALE_GAP after the previous one's Cluster appeared.
+SCALE_GAP ?= 1s
 SCALE_BURST ?= 200
 SCALE_IDLE ?= 60s
 SCALE_LAG_SAMPLES ?= 100
 SCALE_TIMEOUT ?= 4h
 # SCALE_SOAK=30m ends the run with a soak: one create and one delete every 2 s, memory sampled.
 SCALE_SOAK ?= 0
+# SCALE_KEYS sets the bridge's [bridge] pregenerated_keys (empty: its default, 32); the burst starts
+# once that many are ready (e.g. 800 for a burst of 200).
+SCALE_KEYS ?=
 bench-scale:
-	MCB_SCALE=1 MCB_SCALE_CLUSTERS=$(SCALE_CLUSTERS) MCB_SCALE_SEQUENTIAL=$(SCALE_SEQUENTIAL) MCB_SCALE_BURST=$(SCALE_BURST) \
-	  MCB_SCALE_IDLE=$(SCALE_IDLE) MCB_SCALE_LAG_SAMPLES=$(SCALE_LAG_SAMPLES) MCB_SCALE_SOAK=$(SCALE_SOAK) \
+	MCB_SCALE=1 MCB_SCALE_CLUSTERS=$(SCALE_CLUSTERS) MCB_SCALE_SEQUENTIAL=$(SCALE_SEQUENTIAL) MCB_SCALE_GAP=$(SCALE_GAP) MCB_SCALE_BURST=$(SCALE_BURST) \
+	  MCB_SCALE_IDLE=$(SCALE_IDLE) MCB_SCALE_LAG_SAMPLES=$(SCALE_LAG_SAMPLES) MCB_SCALE_SOAK=$(SCALE_SOAK) MCB_SCALE_PREGENERATED_KEYS=$(SCALE_KEYS) \
 	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale
 
 ## bench-scale-smoke: the harness with a handful of clusters, so that it cannot rot (CI).
 bench-scale-smoke:
-	$(MAKE) --no-print-directory bench-scale SCALE_CLUSTERS=6 SCALE_SEQUENTIAL=3 SCALE_BURST=3 SCALE_IDLE=10s SCALE_LAG_SAMPLES=4 SCALE_SOAK=20s SCALE_TIMEOUT=15m
+	$(MAKE) --no-print-directory bench-scale SCALE_CLUSTERS=6 SCALE_SEQUENTIAL=3 SCALE_GAP=200ms SCALE_BURST=3 SCALE_IDLE=10s SCALE_LAG_SAMPLES=4 SCALE_SOAK=20s SCALE_KEYS=12 SCALE_TIMEOUT=15m
 
 ## bench-peer: issue 16's side by side — the same creates, over the real RPC path, through the bridge and
 ## through the peer (the real magnum-conductor 23.0.0 with magnum-capi-helm, in the forky chroot), one after
@@ -120,7 +125,7 @@ bench-peer: build
 
 ## bench-peer-smoke: the side by side with two clusters each, so that it cannot rot (make test).
 bench-peer-smoke:
-	$(MAKE) --no-print-directory bench-peer PEER_CLUSTERS=2 PEER_IDLE=15s
+	MCB_PEER_SMOKE=1 $(MAKE) --no-print-directory bench-peer PEER_CLUSTERS=2 PEER_IDLE=15s
 
 ## fuzz: run each fuzz target for FUZZTIME (default 1m).
 FUZZTIME ?= 1m

@@ -25,6 +25,7 @@ if ((${#e2e[@]})); then
   # pass/fail lines to the terminal (prefixed, as the two streams interleave), and all of it when it fails.
   log=${MCB_LOG_DIR:-/var/log/magnum-capi-bridge}/e2e.log
   mkdir -p "$(dirname "$log")"
+  : >"$log" # before tail opens it: the background job's redirection may come later
   (
     $GO test "${flags[@]}" -v -parallel "$E2E_PARALLEL" "${e2e[@]}" >"$log" 2>&1 &
     gopid=$!

@@ -21,6 +21,8 @@ import (
 // clocks must agree to within a few seconds.
 const (
 	claimDuration = 20 * time.Second
+	// claimFresh: a claim this replica wrote less than this ago is held without another write.
+	claimFresh    = time.Second
 	claimPrefix   = "magnum-capi-bridge-op-"
 	claimSelector = "app.kubernetes.io/component=operation-claim"
 	// resumeInterval is how often the leader resumes operations nobody holds: with claimDuration
@@ -112,8 +114,12 @@ func (l *leaseClaims) claimOnce(ctx context.Context, id string) (bool, error) {
 	leases := l.leases.Leases(l.namespace)
 	now := metav1.NewMicroTime(l.now())
 	secs := int32(claimDuration / time.Second)
-	// Renewing a claim this replica holds: one write.
+	// Renewing a claim this replica holds: one write; none when it wrote it moments ago (a create's
+	// handler claims, then its driver): nobody else may take it for claimDuration after that write.
 	if mine := l.cached(id); mine != nil {
+		if r := mine.Spec.RenewTime; r != nil && l.now().Sub(r.Time) < claimFresh {
+			return true, nil
+		}
 		renewed := mine.DeepCopy()
 		renewed.Spec.RenewTime, renewed.Spec.LeaseDurationSeconds = &now, &secs
 		updated, err := leases.Update(ctx, renewed, metav1.UpdateOptions{})

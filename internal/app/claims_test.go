@@ -98,6 +98,7 @@ func TestOperationClaimsOnLeases(t *testing.T) {
 	ok, err = a.Claim(ctx, own)
 	require.NoError(t, err)
 	require.True(t, ok)
+	advance(claimFresh) // so that the renewals below write, and race
 	var renewals sync.WaitGroup
 	lost := make(chan struct{}, 3)
 	for range 3 {
@@ -112,6 +113,29 @@ func TestOperationClaimsOnLeases(t *testing.T) {
 	renewals.Wait()
 	require.Empty(t, lost, "a replica's concurrent renewals of its own claim all hold it")
 	require.NoError(t, a.Release(ctx, own))
+
+	// A claim written moments ago (a create's handler, then its driver) is held without a write;
+	// later renewals write.
+	fresh := uuid.NewString()
+	version := func() string {
+		l, err := cs.CoordinationV1().Leases(namespace).Get(ctx, claimPrefix+fresh, metav1.GetOptions{})
+		require.NoError(t, err)
+		return l.ResourceVersion
+	}
+	ok, err = a.Claim(ctx, fresh)
+	require.NoError(t, err)
+	require.True(t, ok)
+	first := version()
+	ok, err = a.Claim(ctx, fresh)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, first, version(), "claimed moments ago: no second write")
+	advance(claimFresh)
+	ok, err = a.Claim(ctx, fresh)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotEqual(t, first, version(), "a renewal writes")
+	require.NoError(t, a.Release(ctx, fresh))
 
 	// Racing claimants of a free cluster: exactly one wins.
 	race := uuid.NewString()

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -221,11 +222,33 @@ func withoutNotFound(err error) error {
 }
 
 // novaServerGroups implements conductor.ServerGroups with internal/compute, as the cluster's CAPO
-// credential.
-type novaServerGroups struct{}
+// credential or as the request's user; Nova is the one of the catalog's region and interface the
+// cluster's credential is given (the [bridge] credential options).
+type novaServerGroups struct {
+	authURL, region, iface string
+	caCert                 []byte
+}
+
+func newNovaServerGroups(k *keystoneCredentials) novaServerGroups {
+	return novaServerGroups{authURL: cmp.Or(k.opts.AuthURL, k.opts.Service.AuthURL), region: k.opts.RegionName,
+		iface: k.opts.Interface, caCert: k.caCert}
+}
 
 func (novaServerGroups) client(ctx context.Context, cloudsYAML, caCert []byte) (*compute.Client, error) {
-	return compute.NewFromCloudsYAML(ctx, cloudsYAML, caCert, compute.WithUserAgent("magnum-capi-bridge"))
+	return compute.NewFromCloudsYAML(ctx, cloudsYAML, caCert)
+}
+
+func (n novaServerGroups) EnsureAsCaller(ctx context.Context, caller *rpc.Context, projectID string, groups []templates.ServerGroup) error {
+	c, err := compute.NewFromToken(compute.Token{AuthURL: cmp.Or(caller.AuthURL, n.authURL), Value: caller.AuthToken,
+		Info: caller.AuthTokenInfo, Region: n.region, Interface: n.iface}, n.caCert)
+	if err != nil {
+		return err
+	}
+	if c.ProjectID() != projectID {
+		return &compute.Error{Op: "act as the request's token", Message: fmt.Sprintf(
+			"the token is scoped to project %s, the cluster belongs to project %s", c.ProjectID(), projectID)}
+	}
+	return c.EnsureServerGroups(ctx, groups)
 }
 
 func (n novaServerGroups) Ensure(ctx context.Context, cloudsYAML, caCert []byte, groups []templates.ServerGroup) error {

@@ -71,6 +71,11 @@ func Run(ctx context.Context, o *Options, version string) error {
 	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
 	mgr.Client.ProjectViewers = o.Bridge.TenantView != nil
 	mgr.Client.Log = log
+	go func() {
+		if err := mgr.Client.Warm(ctx); err != nil {
+			log.Debug("management cluster: warming the client left lookups to the first create", "error", err)
+		}
+	}()
 	var listeners []*listener
 	defer func() {
 		for _, l := range listeners {
@@ -110,7 +115,8 @@ func Run(ctx context.Context, o *Options, version string) error {
 		kc.countError = func() { metrics.DependencyError(telemetry.Keystone) }
 		creds = kc
 		if o.Bridge.OffersOpenStack() {
-			serverGroups, floatingIPs = novaServerGroups{}, novaServerGroups{}
+			nova := newNovaServerGroups(kc)
+			serverGroups, floatingIPs = nova, nova
 		}
 	}
 	var notes *notify.Notifier
@@ -144,6 +150,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	if o.Bridge.PregeneratedKeys > 0 {
 		generate.Keys = certs.NewKeyPool(ctx, bits, o.Bridge.PregeneratedKeys)
+		metrics.WatchKeyPool(generate.Keys.Ready)
 	}
 	kicked := &kickMarks{}
 	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {

@@ -4,8 +4,9 @@
 // Neutron when a cluster is deleted (floatingips.go).
 //
 // A Client acts as one cluster's application credential, read from the clouds.yaml the bridge
-// stores in the cluster's cloud-config Secret (keystone.RenderCloudsYAML), so whatever it creates
-// belongs to the cluster's project, where CAPO (using the same credential) looks it up by name.
+// stores in the cluster's cloud-config Secret (keystone.RenderCloudsYAML), or as the user of the
+// request's token (NewFromToken), so whatever it creates belongs to the cluster's project, where
+// CAPO (using the cluster's credential) looks it up by name.
 // Nova is found in the token's catalog (the clouds.yaml's region and interface).
 package compute
 
@@ -13,6 +14,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -155,18 +157,25 @@ func parseCloudsYAML(data []byte, cloud string) (*cloudConfig, error) {
 		return nil, configErr("cloud %q names no application credential (application_credential_id, or application_credential_name with the user)", cloud)
 	}
 	// GetCloudFromYAML moves `interface` to EndpointType.
-	switch entry.EndpointType {
-	case "", "public", "publicURL":
-		cfg.availability = gophercloud.AvailabilityPublic
-	case "internal", "internalURL":
-		cfg.availability = gophercloud.AvailabilityInternal
-	case "admin", "adminURL":
-		cfg.availability = gophercloud.AvailabilityAdmin
-	default:
+	var ok bool
+	if cfg.availability, ok = availabilityOf(entry.EndpointType); !ok {
 		return nil, configErr("cloud %q: interface %q is not one of public, internal, admin", cloud, entry.EndpointType)
 	}
 	cfg.insecure = entry.Verify != nil && !*entry.Verify
 	return cfg, nil
+}
+
+// availabilityOf reads a clouds.yaml `interface` (public when empty), in keystoneauth's spellings.
+func availabilityOf(iface string) (gophercloud.Availability, bool) {
+	switch iface {
+	case "", "public", "publicURL":
+		return gophercloud.AvailabilityPublic, true
+	case "internal", "internalURL":
+		return gophercloud.AvailabilityInternal, true
+	case "admin", "adminURL":
+		return gophercloud.AvailabilityAdmin, true
+	}
+	return "", false
 }
 
 // httpClient builds the default client: caCert (PEM) trusted in addition to the system pool.
@@ -208,22 +217,9 @@ func NewFromCloudsYAML(ctx context.Context, cloudsYAML, caCert []byte, opts ...O
 		return nil, err
 	}
 	scrub := []string{cfg.auth.ApplicationCredentialSecret}
-	provider, err := openstack.NewClient(cfg.authURL)
+	provider, err := newProvider(cfg.authURL, caCert, cfg.insecure, o)
 	if err != nil {
-		return nil, &Error{Op: "configure client", Message: err.Error()}
-	}
-	if o.httpClient != nil {
-		provider.HTTPClient = *o.httpClient
-	} else {
-		hc, err := httpClient(caCert, cfg.insecure)
-		if err != nil {
-			return nil, err
-		}
-		provider.HTTPClient = *hc
-	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
-	if o.userAgent != "" {
-		provider.UserAgent.Prepend(o.userAgent)
+		return nil, err
 	}
 	credential := cfg.auth.ApplicationCredentialID
 	if credential == "" {
@@ -243,19 +239,99 @@ func NewFromCloudsYAML(ctx context.Context, cloudsYAML, caCert []byte, opts ...O
 	if projectID == "" {
 		return nil, &Error{Op: op, Message: "the token is not project-scoped"}
 	}
-	endpoint := gophercloud.EndpointOpts{Region: cfg.region, Availability: cfg.availability}
+	return newClient(provider, projectID, gophercloud.EndpointOpts{Region: cfg.region, Availability: cfg.availability}, scrub)
+}
+
+// newProvider is a provider client for Keystone at authURL with the bridge's HTTP settings.
+func newProvider(authURL string, caCert []byte, insecure bool, o clientOptions) (*gophercloud.ProviderClient, error) {
+	provider, err := openstack.NewClient(authURL)
+	if err != nil {
+		return nil, &Error{Op: "configure client", Message: err.Error()}
+	}
+	if o.httpClient != nil {
+		provider.HTTPClient = *o.httpClient
+	} else {
+		hc, err := httpClient(caCert, insecure)
+		if err != nil {
+			return nil, err
+		}
+		provider.HTTPClient = *hc
+	}
+	provider.UserAgent.Prepend("magnum-capi-bridge")
+	if o.userAgent != "" {
+		provider.UserAgent.Prepend(o.userAgent)
+	}
+	return provider, nil
+}
+
+// newClient finds Nova in the provider's catalog.
+func newClient(provider *gophercloud.ProviderClient, projectID string, endpoint gophercloud.EndpointOpts, scrub []string) (*Client, error) {
 	nova, err := openstack.NewComputeV2(provider, endpoint)
 	if err != nil {
-		region := cfg.region
+		region := endpoint.Region
 		if region == "" {
 			region = "any region"
 		}
 		var notFound *gophercloud.ErrEndpointNotFound
 		if errors.As(err, &notFound) {
 			return nil, &Error{Op: "find Nova", Message: fmt.Sprintf("the catalog of project %s has no compute endpoint with interface %s in %s",
-				projectID, cfg.availability, region)}
+				projectID, endpoint.Availability, region)}
 		}
 		return nil, newError("find Nova", "", err, scrub...)
 	}
 	return &Client{compute: nova, projectID: projectID, scrub: scrub, provider: provider, endpoint: endpoint}, nil
+}
+
+// Token is a user's Keystone token with its body as keystonemiddleware hands it on
+// ({"token": {...}}, magnum-api's auth_token_info), and where in its catalog to find Nova.
+type Token struct {
+	AuthURL string
+	Value   string
+	// Info is the token's body: its project and catalog are used as they are, with no request to
+	// Keystone.
+	Info []byte
+	// Region ("" for any) and Interface ("" for public) of the compute endpoint.
+	Region, Interface string
+}
+
+// NewFromToken acts as the user of a token magnum-api passed on with a request: what it creates
+// belongs to the token's project, as what the cluster's own credential creates does. It saves
+// NewFromCloudsYAML's authentication (a token request, and the cloud's validation of a token it
+// has not seen) where the caller's token is at hand. caCert as for NewFromCloudsYAML.
+func NewFromToken(token Token, caCert []byte, opts ...Option) (*Client, error) {
+	o := clientOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tokenErr := func(msg string) error { return &Error{Op: "act as the request's token", Message: msg} }
+	var doc struct {
+		Token *struct {
+			Project *struct {
+				ID string `json:"id"`
+			} `json:"project"`
+			Catalog []tokens.CatalogEntry `json:"catalog"`
+		} `json:"token"`
+	}
+	switch {
+	case token.Value == "":
+		return nil, tokenErr("the request carries no token")
+	case json.Unmarshal(token.Info, &doc) != nil || doc.Token == nil:
+		return nil, tokenErr("the request carries no token body (auth_token_info)")
+	case doc.Token.Project == nil || doc.Token.Project.ID == "":
+		return nil, tokenErr("the token is not project-scoped")
+	case len(doc.Token.Catalog) == 0:
+		return nil, tokenErr("the token's body has no catalog")
+	}
+	availability, ok := availabilityOf(token.Interface)
+	if !ok {
+		return nil, tokenErr(fmt.Sprintf("interface %q is not one of public, internal, admin", token.Interface))
+	}
+	provider, err := newProvider(token.AuthURL, caCert, false, o)
+	if err != nil {
+		return nil, err
+	}
+	provider.SetToken(token.Value)
+	catalog := &tokens.ServiceCatalog{Entries: doc.Token.Catalog}
+	provider.EndpointLocator = func(eo gophercloud.EndpointOpts) (string, error) { return openstack.V3EndpointURL(catalog, eo) }
+	return newClient(provider, doc.Token.Project.ID, gophercloud.EndpointOpts{Region: token.Region, Availability: availability}, []string{token.Value})
 }

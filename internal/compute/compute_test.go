@@ -100,3 +100,36 @@ func TestConstructorErrorsNeverCarryTheSecret(t *testing.T) {
 	_, err = NewFromCloudsYAML(ctx, yaml, nil, WithCloud("elsewhere"))
 	assert.ErrorContains(t, err, "cloud elsewhere does not exist")
 }
+
+func TestNewFromTokenRefusesWhatItCannotUse(t *testing.T) {
+	const token = "gAAAAAB-the-users-token"
+	body := func(project, catalog string) []byte {
+		return []byte(`{"token": {"project": ` + project + `, "catalog": ` + catalog + `}}`)
+	}
+	compute := `[{"type": "compute", "name": "nova", "endpoints": [{"interface": "public", "region_id": "RegionOne", "region": "RegionOne", "url": "http://nova.example/v2.1"}]}]`
+	cases := map[string]struct {
+		token Token
+		want  string
+	}{
+		"no token":     {Token{Info: body(`{"id": "p"}`, compute)}, "the request carries no token"},
+		"no body":      {Token{Value: token}, "no token body (auth_token_info)"},
+		"not a body":   {Token{Value: token, Info: []byte(`{"access": {}}`)}, "no token body (auth_token_info)"},
+		"unscoped":     {Token{Value: token, Info: body(`null`, compute)}, "the token is not project-scoped"},
+		"no catalog":   {Token{Value: token, Info: body(`{"id": "p"}`, `[]`)}, "the token's body has no catalog"},
+		"interface":    {Token{Value: token, Info: body(`{"id": "p"}`, compute), Interface: "private"}, `interface "private"`},
+		"other region": {Token{Value: token, Info: body(`{"id": "p"}`, compute), Region: "RegionTwo"}, "the catalog of project p has no compute endpoint with interface public in RegionTwo"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.token.AuthURL = "http://keystone.example/v3"
+			_, err := NewFromToken(tc.token, nil)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, fmt.Sprintf("%v %+v", err, err), token)
+		})
+	}
+	c, err := NewFromToken(Token{AuthURL: "http://keystone.example/v3", Value: token, Info: body(`{"id": "p"}`, compute), Region: "RegionOne"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "p", c.ProjectID())
+	assert.Equal(t, "http://nova.example/v2.1/", c.Endpoint())
+}

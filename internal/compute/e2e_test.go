@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/utils/v2/openstack/clientconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -183,6 +185,47 @@ func TestE2EServerGroupsThroughKeystoneCatalog(t *testing.T) {
 	assert.NotContains(t, seen, names[1])
 	require.NoError(t, c.DeleteServerGroups(ctx, names))
 	require.NoError(t, c.DeleteServerGroups(ctx, []string{prefix + "-never-created"}))
+}
+
+// TestE2EServerGroupsAsTheRequestsToken: groups made with the token magnum-api passes on (the
+// request's user, no token request) are the ones the cluster's CAPO credential finds by name: its
+// Ensure is a no-op with the same ids, and it deletes them.
+func TestE2EServerGroupsAsTheRequestsToken(t *testing.T) {
+	env := computeE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: "devstack"})
+	require.NoError(t, err)
+	opts, err := clientconfig.AuthOptions(&clientconfig.ClientOpts{Cloud: "devstack"})
+	require.NoError(t, err)
+	provider, err := openstack.NewClient(opts.IdentityEndpoint)
+	require.NoError(t, err)
+	identity, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
+	require.NoError(t, err)
+	created := tokens.Create(ctx, identity, opts)
+	require.NoError(t, created.Err)
+	info, err := json.Marshal(created.Body) // {"token": {...}}, as keystonemiddleware passes it on
+	require.NoError(t, err)
+	value, err := created.ExtractTokenID()
+	require.NoError(t, err)
+
+	start := time.Now()
+	asUser, err := NewFromToken(Token{AuthURL: env.authURL, Value: value, Info: info, Region: env.region, Interface: "public"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, env.demo.Identity().ProjectID, asUser.ProjectID())
+	prefix := "e2e-tok-" + env.clusterUUID[:8]
+	groups := []templates.ServerGroup{{Name: prefix + "-control-plane", Policy: "soft-anti-affinity"}}
+	require.NoError(t, asUser.EnsureServerGroups(ctx, groups))
+	t.Logf("created a server group as the request's token in %s (region %q)", time.Since(start), cloud.RegionName)
+	seen := groupsSeenBy(t, asUser.Endpoint(), env.demoToken)[groups[0].Name]
+	require.Len(t, seen, 1)
+
+	asCredential, err := NewFromCloudsYAML(ctx, env.cloudsYAML(t, env.region), nil)
+	require.NoError(t, err)
+	require.NoError(t, asCredential.EnsureServerGroups(ctx, groups))
+	assert.Equal(t, seen, groupsSeenBy(t, asUser.Endpoint(), env.demoToken)[groups[0].Name], "the CAPO credential made another group")
+	require.NoError(t, asCredential.DeleteServerGroups(ctx, []string{groups[0].Name}))
+	assert.NotContains(t, groupsSeenBy(t, asUser.Endpoint(), env.demoToken), groups[0].Name)
 }
 
 func TestE2EConstructorErrors(t *testing.T) {

@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -64,7 +65,7 @@ func (c *Conductor) SignCertificate(ctx context.Context, req *rpc.Request) (any,
 	if err := c.decodeView(req, "certificate", cert); err != nil {
 		return nil, err
 	}
-	issuer := firstNonEmpty(cl.Name.Or(""), cl.UUID.Or(""))
+	issuer := cmp.Or(cl.Name.Or(""), cl.UUID.Or(""))
 	pem, err := c.certs.SignCSR(ctx, refsOf(cl), cert.CACertType.Or(""), issuer, cert.CSR.Or(""), c.opts.Sign)
 	if err != nil {
 		return nil, certError(err)

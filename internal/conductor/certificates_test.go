@@ -89,6 +89,25 @@ func TestRedeliveredCreateAfterAPartialCertificateStep(t *testing.T) {
 	}
 }
 
+// A create whose row was read before another attempt stored that cluster's set: its own set's
+// Secrets, applied while it stored, are replaced by the stored set's before the Cluster is applied.
+func TestCreateAppliesTheStoredSetWhenAnotherAttemptWon(t *testing.T) {
+	h := newHarness(t)
+	req, id := h.createRequest("demo", 2)
+	_, err := h.deliver(req, 1)
+	require.NoError(t, err)
+	other, err := certs.GenerateCluster("demo")
+	require.NoError(t, err)
+	refs := certs.ClusterRefs(id)
+	h.keys.rows[refs.CACertRef] = other.KubernetesCA.Stored
+	h.keys.rows[refs.EtcdCACertRef] = other.EtcdCA.Stored
+	h.keys.rows[refs.FrontProxyCACertRef] = other.FrontProxyCA.Stored
+	h.keys.rows[refs.MagnumCertRef] = other.MagnumClient.Stored
+	require.Zero(t, h.settle(10))
+	pki := h.certificatesConsistent(id)
+	require.Equal(t, other.KubernetesCA.Certificate.Raw, pki.KubernetesCA.Certificate.Raw, "the set stored first is the cluster's")
+}
+
 // What a create's certificate step asks of its ports: one call, which is one transaction in the
 // database (db.Store.StoreClusterKeyPairs: BEGIN, INSERT, UPDATE, COMMIT). Before, it was 14: a
 // load that missed, four deletes of a possible partial set, four stores, four loads of what was

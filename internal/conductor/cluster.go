@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
@@ -169,7 +171,25 @@ func (c *Conductor) ensureCreateCredentials(ctx context.Context, cl *magnum.Clus
 	if err := c.kube.EnsureProjectNamespace(ctx, ns, cl.ProjectID.Or("")); err != nil {
 		return err
 	}
-	return c.ensureCloudCredentials(ctx, caller, cl, ns, cl.StackID.Or(""))
+	if !serverGroupsAsCaller(caller) || c.opts.ServerGroups == nil || !c.onOpenStack(cl) {
+		return c.ensureCloudCredentials(ctx, caller, cl, ns, cl.StackID.Or(""))
+	}
+	// The server groups too, as the user and while the credentials are made: the driver then
+	// applies the Cluster without first authenticating as the new credential to make them.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.ensureCloudCredentials(gctx, caller, cl, ns, cl.StackID.Or("")) })
+	g.Go(func() error {
+		_, rendered, err := c.render(gctx, cl, nil)
+		if err != nil {
+			return nil // the driver renders again and fails the create with the reason
+		}
+		if err := c.ensureServerGroups(gctx, caller, cl, rendered.ServerGroups); err != nil {
+			return err
+		}
+		c.ops.madeServerGroups(cl.UUID.Or(""), rendered.ServerGroups)
+		return nil
+	})
+	return g.Wait()
 }
 
 // Status values the conductor writes.
@@ -209,8 +229,8 @@ func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters
 		ng.CreatedAt.Set(cl.CreatedAt.Or(time.Time{}))
 		return ng
 	}
-	master := mk("default-master", "master", masters, firstNonEmpty(cl.MasterFlavorID.Or(""), tmpl.MasterFlavorID.Or("")))
-	worker := mk("default-worker", "worker", workers, firstNonEmpty(cl.FlavorID.Or(""), tmpl.FlavorID.Or("")))
+	master := mk("default-master", "master", masters, cmp.Or(cl.MasterFlavorID.Or(""), tmpl.MasterFlavorID.Or("")))
+	worker := mk("default-worker", "worker", workers, cmp.Or(cl.FlavorID.Or(""), tmpl.FlavorID.Or("")))
 	if v, ok := labels["min_node_count"]; ok {
 		var n int64
 		if _, err := fmt.Sscan(v, &n); err == nil {
@@ -226,13 +246,29 @@ func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters
 	return master, worker
 }
 
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
+// render maps the cluster's rows (cluster, template, node groups) to what is applied.
+func (c *Conductor) render(ctx context.Context, cl *magnum.Cluster, upgrade *templates.Upgrade) (templates.Input, *templates.Rendered, error) {
+	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return templates.Input{}, nil, &permanentError{fmt.Errorf("cluster template %s no longer exists", cl.ClusterTemplateID.Or(""))}
 		}
+		return templates.Input{}, nil, err
 	}
-	return ""
+	groups, err := c.store.ListNodeGroups(ctx, cl.UUID.Or(""))
+	if err != nil {
+		return templates.Input{}, nil, err
+	}
+	in := c.renderInput(cl, tmpl, groups, upgrade)
+	rendered, err := templates.Render(in)
+	if err != nil {
+		var le *templates.LabelError
+		if errors.As(err, &le) {
+			return in, nil, err
+		}
+		return in, nil, &permanentError{err}
+	}
+	return in, rendered, nil
 }
 
 // applyCluster renders and applies everything a cluster needs in the management cluster.
@@ -244,49 +280,20 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 			c.log.DebugContext(ctx, "cluster apply", "cluster", id, "steps", steps.String())
 		}
 	}()
-	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return &permanentError{fmt.Errorf("cluster template %s no longer exists", cl.ClusterTemplateID.Or(""))}
-		}
-		return err
-	}
-	groups, err := c.store.ListNodeGroups(ctx, id)
+	in, rendered, err := c.render(ctx, cl, upgrade)
 	if err != nil {
 		return err
 	}
-	steps.mark("rows")
-	in := c.renderInput(cl, tmpl, groups, upgrade)
-	rendered, err := templates.Render(in)
-	if err != nil {
-		var le *templates.LabelError
-		if errors.As(err, &le) {
-			return err
-		}
-		return &permanentError{err}
-	}
-	steps.mark("render")
+	steps.mark("rows+render")
 	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
 		return err
 	}
 	steps.mark("namespace")
-	pki, err := c.ensureCertificates(ctx, cl)
-	if err != nil {
+	if err := c.ensureCertificateSecrets(ctx, cl, in.Namespace, rendered.Cluster.GetName()); err != nil {
 		return err
 	}
 	steps.mark("certificates")
-	secrets, err := pki.CAPISecrets(rendered.Cluster.GetName())
-	if err != nil {
-		return &permanentError{err}
-	}
-	if err := c.kube.ApplyClusterSecrets(ctx, in.Namespace, id, secrets); err != nil {
-		return err
-	}
-	steps.mark("secrets")
-	if err := c.ensureCloudCredentials(ctx, caller, cl, in.Namespace, rendered.Cluster.GetName()); err != nil {
-		return err
-	}
-	if err := c.ensureServerGroups(ctx, cl, rendered.ServerGroups); err != nil {
+	if err := c.ensureCloud(ctx, caller, cl, in.Namespace, rendered); err != nil {
 		return err
 	}
 	steps.mark("cloud")
@@ -304,22 +311,63 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	return err
 }
 
-// ensureCertificates generates and stores the cluster's CAs once; later runs load them back, so a
-// redelivered create never replaces a CA the cluster already trusts. A new set goes under refs
-// derived from the cluster's uuid, together with the cluster row's refs to it, in one transaction
-// (certs.StoreNewCluster). An attempt that dies before the commit leaves nothing; one that dies
-// after it leaves the set and the refs, which the next attempt loads; one whose row was read
-// before another attempt stored its set gets that set back instead of its own.
-func (c *Conductor) ensureCertificates(ctx context.Context, cl *magnum.Cluster) (*certs.ClusterPKI, error) {
-	issuer := firstNonEmpty(cl.Name.Or(""), cl.UUID.Or(""))
+// ensureCloud makes what the cluster needs in the cloud before CAPO acts: its credentials, then its
+// server groups as the stored credential — unless this operation's handler already made these very
+// groups as the requesting user (ensureCreateCredentials), which saves the credential's token
+// request and Nova's check of that token before the Cluster is applied.
+func (c *Conductor) ensureCloud(ctx context.Context, caller *rpc.Context, cl *magnum.Cluster, namespace string, rendered *templates.Rendered) error {
+	if err := c.ensureCloudCredentials(ctx, caller, cl, namespace, rendered.Cluster.GetName()); err != nil {
+		return err
+	}
+	if c.ops.serverGroupsMade(cl.UUID.Or(""), rendered.ServerGroups) {
+		return nil
+	}
+	return c.ensureServerGroups(ctx, caller, cl, rendered.ServerGroups)
+}
+
+// ensureCertificateSecrets generates and stores the cluster's CAs once and gives them to CAPI as
+// Secrets; later runs load them back, so a redelivered create never replaces a CA the cluster
+// already trusts. A new set goes under refs derived from the cluster's uuid, together with the
+// cluster row's refs to it, in one transaction (certs.StoreNewCluster): an attempt that dies
+// before the commit leaves nothing; one that dies after it leaves the set and the refs, which the
+// next attempt loads. The new set's Secrets are applied while it is stored: CAPI reads them only
+// once the Cluster exists, which is applied after both, so Secrets of a set that failed to store
+// are overwritten by the next attempt's before anything used them; and when another attempt's set
+// was stored first, that set is applied over ours.
+func (c *Conductor) ensureCertificateSecrets(ctx context.Context, cl *magnum.Cluster, namespace, clusterName string) error {
+	issuer := cmp.Or(cl.Name.Or(""), cl.UUID.Or(""))
+	apply := func(ctx context.Context, pki *certs.ClusterPKI) error {
+		secrets, err := pki.CAPISecrets(clusterName)
+		if err != nil {
+			return &permanentError{err}
+		}
+		return c.kube.ApplyClusterSecrets(ctx, namespace, cl.UUID.Or(""), secrets)
+	}
 	if refs := refsOf(cl); refs.CACertRef != "" {
-		return c.certs.LoadCluster(ctx, refs, issuer)
+		pki, err := c.certs.LoadCluster(ctx, refs, issuer)
+		if err != nil {
+			return err
+		}
+		return apply(ctx, pki)
 	}
 	fresh, err := certs.GenerateClusterWithOptions(issuer, c.opts.Generate)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return c.certs.StoreNewCluster(ctx, cl.UUID.Or(""), fresh, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")})
+	var stored *certs.ClusterPKI
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		stored, err = c.certs.StoreNewCluster(gctx, cl.UUID.Or(""), fresh, certs.Owner{ProjectID: cl.ProjectID.Or(""), UserID: cl.UserID.Or("")})
+		return err
+	})
+	g.Go(func() error { return apply(gctx, fresh) })
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if stored != fresh {
+		return apply(ctx, stored)
+	}
+	return nil
 }
 
 func refsOf(cl *magnum.Cluster) certs.Refs {

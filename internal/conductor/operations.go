@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +54,9 @@ type operations struct {
 	mu       sync.Mutex
 	started  map[string]time.Time
 	upgrades map[string]*templates.Upgrade
+	// serverGroups: the groups a create's handler made as the requesting user (ensureCreateCredentials),
+	// so that its driver does not make them again as the cluster's credential.
+	serverGroups map[string][]templates.ServerGroup
 	// held: the clusters this replica holds the claim of, with the operation it claimed them for.
 	held map[string]string
 	// intent: a handler of this replica recorded the operation (it waits for a claim another
@@ -66,12 +70,13 @@ type operations struct {
 func newOperations(base, max time.Duration) *operations {
 	limiter := jitteredLimiter{workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, max)}
 	return &operations{
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "magnum-operations"}),
-		started:  map[string]time.Time{},
-		upgrades: map[string]*templates.Upgrade{},
-		held:     map[string]string{},
-		intent:   map[string]bool{},
-		busy:     map[string]bool{},
+		queue:        workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "magnum-operations"}),
+		started:      map[string]time.Time{},
+		upgrades:     map[string]*templates.Upgrade{},
+		serverGroups: map[string][]templates.ServerGroup{},
+		held:         map[string]string{},
+		intent:       map[string]bool{},
+		busy:         map[string]bool{},
 	}
 }
 
@@ -109,6 +114,21 @@ func (o *operations) end(id string) {
 	delete(o.started, id)
 	delete(o.upgrades, id)
 	delete(o.intent, id)
+	delete(o.serverGroups, id)
+}
+
+func (o *operations) madeServerGroups(id string, groups []templates.ServerGroup) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.serverGroups[id] = slices.Clone(groups)
+}
+
+// serverGroupsMade reports whether exactly these groups were made for the cluster's operation.
+func (o *operations) serverGroupsMade(id string, groups []templates.ServerGroup) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	made, ok := o.serverGroups[id]
+	return ok && slices.Equal(made, groups)
 }
 
 // add queues a cluster; intended marks an operation this replica's handler recorded.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -14,6 +15,10 @@ import (
 type ServerGroups interface {
 	// Ensure creates the missing groups; existing ones with the same policy are kept.
 	Ensure(ctx context.Context, cloudsYAML, caCert []byte, groups []templates.ServerGroup) error
+	// EnsureAsCaller does the same as the request's user, with the token (and its body) magnum-api
+	// passed on, in the cluster's project: no token request before the groups, so they are made
+	// while the cluster's credentials are (CAPO finds them by name in the project either way).
+	EnsureAsCaller(ctx context.Context, caller *rpc.Context, projectID string, groups []templates.ServerGroup) error
 	// Delete removes the named groups; names that do not exist are fine.
 	Delete(ctx context.Context, cloudsYAML, caCert []byte, names []string) error
 }
@@ -60,9 +65,22 @@ func (c *Conductor) capoCloudConfig(ctx context.Context, cl *magnum.Cluster) (cl
 	return data[cloudsYAMLKey], data[cloudCACertKey], true, nil
 }
 
-// ensureServerGroups makes the rendered server groups exist before CAPO creates machines in them.
-func (c *Conductor) ensureServerGroups(ctx context.Context, cl *magnum.Cluster, groups []templates.ServerGroup) error {
+// serverGroupsAsCaller reports whether the request's own token can make the server groups.
+func serverGroupsAsCaller(caller *rpc.Context) bool {
+	return caller != nil && caller.AuthToken != "" && len(caller.AuthTokenInfo) > 0
+}
+
+// ensureServerGroups makes the rendered server groups exist before CAPO creates machines in them:
+// as the request's user when it carries a token (serverGroupsAsCaller), else as the cluster's CAPO
+// credential, which must be stored by then.
+func (c *Conductor) ensureServerGroups(ctx context.Context, caller *rpc.Context, cl *magnum.Cluster, groups []templates.ServerGroup) error {
 	if c.opts.ServerGroups == nil || len(groups) == 0 {
+		return nil
+	}
+	if serverGroupsAsCaller(caller) {
+		if err := c.opts.ServerGroups.EnsureAsCaller(ctx, caller, cl.ProjectID.Or(""), groups); err != nil {
+			return cloudError("creating the cluster's Nova server groups failed", err)
+		}
 		return nil
 	}
 	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)

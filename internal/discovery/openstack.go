@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -75,7 +76,7 @@ func (c OpenStackCloud) Facts(ctx context.Context) (Facts, error) {
 		case "container-infra":
 			for _, ep := range e.Endpoints {
 				if ep.Interface == "public" {
-					f.MagnumEndpoints = append(f.MagnumEndpoints, Endpoint{Region: firstNonEmpty(ep.RegionID, ep.Region), URL: ep.URL})
+					f.MagnumEndpoints = append(f.MagnumEndpoints, Endpoint{Region: cmp.Or(ep.RegionID, ep.Region), URL: ep.URL})
 				}
 			}
 		case "volumev3", "block-storage":
@@ -167,13 +168,4 @@ func (c OpenStackCloud) Facts(ctx context.Context) (Facts, error) {
 func stringProperty(p map[string]any, key string) string {
 	s, _ := p[key].(string)
 	return s
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

@@ -130,21 +130,43 @@ func (r Request) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String())
 // uuid inside the "cluster" object argument (every other cluster and nodegroup method).
 // Requests without either run independently.
 func DefaultKeyFunc(r *Request) string {
+	if r.Cluster != "" {
+		return r.Cluster // the server named it on arrival
+	}
+	return clusterOf(r)
+}
+
+// clusterOf finds the cluster uuid of DefaultKeyFunc. The arguments were validated with the
+// message, so the members are only split, not decoded: the cluster object is most of a message.
+func clusterOf(r *Request) string {
 	if raw, ok := r.Args["uuid"]; ok {
-		var s string
-		if json.Unmarshal(raw, &s) == nil && s != "" {
-			return s
+		if s, ok := unquoteJSONString(raw); ok && len(s) > 0 {
+			return string(s)
 		}
 	}
 	if raw, ok := r.Args["cluster"]; ok {
-		var obj struct {
-			Data struct {
-				UUID string `json:"uuid"`
-			} `json:"magnum_object.data"`
-		}
-		if json.Unmarshal(raw, &obj) == nil && obj.Data.UUID != "" {
-			return obj.Data.UUID
+		if data, ok := memberOf(raw, "magnum_object.data"); ok {
+			if id, ok := memberOf(data, "uuid"); ok {
+				if s, ok := unquoteJSONString(id); ok {
+					return string(s)
+				}
+			}
 		}
 	}
 	return ""
+}
+
+// memberOf is the value of an object's member (splitObject keeps the last of duplicates, as
+// encoding/json does).
+func memberOf(object []byte, key string) ([]byte, bool) {
+	members, err := splitObject(object)
+	if err != nil {
+		return nil, false
+	}
+	for _, m := range members {
+		if m.Key == key {
+			return m.Value, true
+		}
+	}
+	return nil, false
 }

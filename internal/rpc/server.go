@@ -409,8 +409,8 @@ func (s *Server) accept(ss *session, queue string, d amqp.Delivery) {
 	} else {
 		t.msg = msg
 		t.req = s.newRequest(t)
+		t.req.Cluster = clusterOf(t.req) // for logs, whatever the serialization key is
 		t.key = s.keyFunc(t.req)
-		t.req.Cluster = DefaultKeyFunc(t.req) // for logs, whatever the serialization key is
 	}
 	if t.key == "" && t.msg != nil && t.msg.UniqueID != "" {
 		// Copies of the same message still serialise, so a redelivery waits for the original.

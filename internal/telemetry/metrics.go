@@ -43,6 +43,7 @@ type Metrics struct {
 	notifications   *prometheus.CounterVec
 	consumingFn     func() bool
 	rpcStatsFn      func() rpc.Stats
+	keysReadyFn     func() int
 	methodsKnown    map[string]bool
 	unknownMethodLb string
 }
@@ -120,6 +121,14 @@ func New() *Metrics {
 		return 0
 	}))
 
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "pregenerated_keys_ready",
+		Help: "RSA keys made ahead of creates and not yet used ([bridge] pregenerated_keys; four per create)."}, func() float64 {
+		if m.keysReadyFn == nil {
+			return 0
+		}
+		return float64(m.keysReadyFn())
+	}))
+
 	for _, d := range []string{Database, APIServer, Keystone, RabbitMQ} {
 		m.errors.WithLabelValues(d)
 	}
@@ -143,6 +152,9 @@ func (m *Metrics) Methods(methods []string) {
 func (m *Metrics) WatchRPC(stats func() rpc.Stats, consuming func() bool) {
 	m.rpcStatsFn, m.consumingFn = stats, consuming
 }
+
+// WatchKeyPool reads how many pregenerated keys are ready at every scrape.
+func (m *Metrics) WatchKeyPool(ready func() int) { m.keysReadyFn = ready }
 
 // ObserveRPC is the RPC server's Observe hook.
 func (m *Metrics) ObserveRPC(o rpc.Observation) {

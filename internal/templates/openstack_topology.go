@@ -41,7 +41,9 @@ func flavorParam(ref string) map[string]any {
 	return map[string]any{"name": ref}
 }
 
-func firstNonEmpty(s ...string) string {
+// firstNonBlank is the first of s that is not only white space, trimmed (labels and rows may carry
+// stray spaces).
+func firstNonBlank(s ...string) string {
 	for _, x := range s {
 		if strings.TrimSpace(x) != "" {
 			return strings.TrimSpace(x)
@@ -147,13 +149,13 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 	vars.set(VarIdentityRef, map[string]any{"name": CloudConfigSecretName(clusterName), "cloudName": CloudConfigCloudName})
 
 	// Image and flavors.
-	image := firstNonEmpty(tmpl.ImageID)
+	image := firstNonBlank(tmpl.ImageID)
 	if image == "" {
 		return extras, fmt.Errorf("the cluster template has no image")
 	}
 	vars.set(VarMachineImage, imageParam(image))
-	workerFlavor := firstNonEmpty(in.Cluster.FlavorID, tmpl.FlavorID)
-	masterFlavor := firstNonEmpty(topo.controlPlane.FlavorID, in.Cluster.MasterFlavorID, tmpl.MasterFlavorID, workerFlavor)
+	workerFlavor := firstNonBlank(in.Cluster.FlavorID, tmpl.FlavorID)
+	masterFlavor := firstNonBlank(topo.controlPlane.FlavorID, in.Cluster.MasterFlavorID, tmpl.MasterFlavorID, workerFlavor)
 	if masterFlavor == "" {
 		return extras, fmt.Errorf("neither the cluster, its template nor its control-plane node group names a flavor")
 	}
@@ -161,7 +163,7 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 		workerFlavor = masterFlavor
 	}
 	vars.set(VarMachineFlavor, flavorParam(workerFlavor))
-	if key := firstNonEmpty(in.Cluster.Keypair, tmpl.KeypairID); key != "" {
+	if key := firstNonBlank(in.Cluster.Keypair, tmpl.KeypairID); key != "" {
 		vars.set(VarSSHKeyName, key)
 	}
 
@@ -307,10 +309,10 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 			md.FailureDomain = az
 		}
 		var mdVars varList
-		if f := firstNonEmpty(ng.FlavorID); f != "" && f != workerFlavor {
+		if f := firstNonBlank(ng.FlavorID); f != "" && f != workerFlavor {
 			mdVars.set(VarMachineFlavor, flavorParam(f))
 		}
-		if img := firstNonEmpty(ng.ImageID); img != "" && img != image {
+		if img := firstNonBlank(ng.ImageID); img != "" && img != image {
 			mdVars.set(VarMachineImage, imageParam(img))
 		}
 		if rv, base := rootVolume(gl), rootVolume(labels); !jsonEqual(rv, base) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // magnumRPC is magnum-api's side of the RPC wire of the local stack: its magnum.conf and a client
@@ -162,12 +162,6 @@ func (ct *clusterTimes) get(id string) (created, available time.Time) {
 	return ct.created[id], ct.available[id]
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(p*float64(len(s)-1)+0.5)]
-}
-
 func (e *benchEnv) deleteAll(ctx context.Context, b *testing.B, ids []string) {
 	for _, id := range ids {
 		require.NoError(b, e.castDelete(ctx, id))
@@ -212,8 +206,8 @@ func BenchmarkCreateCastToCAPICluster(b *testing.B) {
 				time.Sleep(2 * time.Millisecond)
 			}
 		}
-		b.ReportMetric(float64(percentile(lat, 0.5).Milliseconds()), "p50-ms")
-		b.ReportMetric(float64(percentile(lat, 0.99).Milliseconds()), "p99-ms")
+		b.ReportMetric(float64(testutil.Percentile(lat, 0.5).Milliseconds()), "p50-ms")
+		b.ReportMetric(float64(testutil.Percentile(lat, 0.99).Milliseconds()), "p99-ms")
 		b.ReportMetric(n, "creates")
 		e.deleteAll(ctx, b, ids)
 	}
@@ -259,8 +253,8 @@ func BenchmarkAvailableToCreateComplete(b *testing.B) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		b.ReportMetric(float64(percentile(lags, 0.5).Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(percentile(lags, 0.99).Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(testutil.Percentile(lags, 0.5).Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(testutil.Percentile(lags, 0.99).Microseconds())/1000, "p99-ms")
 		b.ReportMetric(n, "clusters")
 		e.deleteAll(ctx, b, ids)
 	}

@@ -48,6 +48,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 	ctx := context.Background()
 	var (
 		ids, alive []string
+		lastGone   bool // alive holds only a deleted cluster, kept for the single-GET readers
 		aliveMu    sync.Mutex
 	)
 	create := func() {
@@ -55,6 +56,9 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 		aliveMu.Lock()
 		defer aliveMu.Unlock()
 		ids = append(ids, id)
+		if lastGone {
+			alive, lastGone = alive[:0], false
+		}
 		alive = append(alive, id)
 	}
 	for range live {
@@ -121,8 +125,22 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 		})
 	}
 
+	// At least `clusters` deletes, and on until both kinds of reader have had the cluster back while
+	// deletes went on (on a loaded CI host a list of five took 30 s and none came back within the
+	// first minute of deletes); then the clusters still alive are deleted too, so that every
+	// cluster the test made is one the node-group check below covers.
+	readersAnswered := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return answers[getWhat][http.StatusOK] > 0 && answers[listWhat][http.StatusOK] > 0
+	}
+	const longest = 6 * time.Minute
 	start := time.Now()
-	for range clusters {
+	deleted := 0
+	moreClusters := func() bool {
+		return len(ids) < clusters || (!readersAnswered() && time.Since(start) < longest)
+	}
+	for ; deleted < len(ids); deleted++ {
 		time.Sleep(pace)
 		aliveMu.Lock()
 		i := mrand.IntN(len(alive)) // from anywhere in the list (ordered by id), not only its first
@@ -132,11 +150,13 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		aliveMu.Lock()
-		if len(alive) > 1 { // the single-GET readers keep one to ask for; 404 is fine for it
+		if len(alive) > 1 {
 			alive = append(alive[:i], alive[i+1:]...)
+		} else { // the single-GET readers keep one to ask for; 404 is fine for it
+			lastGone = true
 		}
 		aliveMu.Unlock()
-		if len(ids) < clusters {
+		if moreClusters() {
 			create()
 		}
 	}
@@ -144,20 +164,23 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 	close(done)
 	wg.Wait() // requests under way finish: they overlapped the last deletes
 	t.Logf("%d deletes in %s (a list of %d clusters took %s); answers seen: %v; no answer within %s: %d",
-		clusters, deletes.Round(time.Millisecond), live, listTook.Round(time.Millisecond), answers, magnumHTTP.Timeout, noReply)
+		deleted, deletes.Round(time.Millisecond), live, listTook.Round(time.Millisecond), answers, magnumHTTP.Timeout, noReply)
 	require.Empty(t, bad, "a reader got something other than the cluster or 404")
 	require.Greater(t, answers[getWhat][http.StatusOK], 0, "the single-GET readers saw clusters")
 	require.Greater(t, answers[listWhat][http.StatusOK], 0, "the list readers got answers")
 
 	// The node groups go after the delay, nothing is left behind.
+	var left []string
 	require.Eventually(t, func() bool {
+		left = left[:0]
 		for _, id := range ids {
 			if ngs, err := store.ListNodeGroups(ctx, id); err != nil || len(ngs) > 0 {
-				return false
+				_, clErr := store.GetCluster(ctx, id)
+				left = append(left, fmt.Sprintf("%s (%d node groups, error %v; cluster row: %v)", id, len(ngs), err, clErr))
 			}
 		}
-		return true
-	}, db.DefaultNodeGroupDeleteDelay+30*time.Second, time.Second, "node groups of the deleted clusters still in Magnum's database")
+		return len(left) == 0
+	}, db.DefaultNodeGroupDeleteDelay+30*time.Second, time.Second, "node groups of the deleted clusters still in Magnum's database: %v", &left)
 	for _, id := range ids {
 		require.Equal(t, http.StatusNotFound, getStatus(tok.id, "/clusters/"+id))
 	}

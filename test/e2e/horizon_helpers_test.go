@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -140,6 +141,15 @@ func runHorizon(t *testing.T, job horizonJob, timeout time.Duration) horizonResu
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
+	// What Horizon and magnum-api log while the phase runs: their errors explain a 500 the page saw.
+	serverLogs := []*logTail{newLogTail(filepath.Join(logDir, "horizon.log")), newLogTail(filepath.Join(logDir, "magnum-api.log"))}
+	serverErrors := func() string {
+		var b strings.Builder
+		for _, l := range serverLogs {
+			b.WriteString(l.errors(80))
+		}
+		return b.String()
+	}
 	require.NoError(t, cmd.Start())
 	var res horizonResult
 	var got bool
@@ -157,6 +167,9 @@ func runHorizon(t *testing.T, job horizonJob, timeout time.Duration) horizonResu
 				timed(t, "horizon: "+s.Step, time.Now().Add(-time.Duration(s.Seconds*float64(time.Second))))
 				continue
 			}
+		case strings.HasPrefix(line, "NOTE "):
+			t.Logf("%s\nserver-side errors since the phase began or its last NOTE:\n%s", line, serverErrors())
+			continue
 		case strings.HasPrefix(line, "RESULT "):
 			require.NoError(t, json.Unmarshal([]byte(line[7:]), &res), line)
 			got = true
@@ -166,8 +179,8 @@ func runHorizon(t *testing.T, job horizonJob, timeout time.Duration) horizonResu
 	}
 	err = cmd.Wait()
 	if err != nil || !got {
-		t.Fatalf("Horizon, phase %s as %s: %v\n%s\n(screenshots: %s)", job.Phase, job.User, err,
-			strings.TrimSpace(stderr.String()), job.Shots)
+		t.Fatalf("Horizon, phase %s as %s: %v\n%s\n(screenshots: %s)\nserver-side errors (since the phase began or its last NOTE):\n%s", job.Phase, job.User, err,
+			strings.TrimSpace(stderr.String()), job.Shots, serverErrors())
 	}
 	return res
 }
@@ -177,4 +190,61 @@ func horizonShots(t *testing.T, name string) string {
 	dir := filepath.Join(logDir, "horizon", fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102T150405"), name))
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	return dir
+}
+
+// A logTail reads what a service's log gained since it was made, or since it was last read.
+type logTail struct {
+	path   string
+	offset int64
+}
+
+func newLogTail(path string) *logTail {
+	l := &logTail{path: path}
+	if fi, err := os.Stat(path); err == nil {
+		l.offset = fi.Size()
+	}
+	return l
+}
+
+// errors is the lines added since the last call that report an error — ERROR lines, Python
+// tracebacks, HTTP 5xx answers —, at most max of them, with the log's name in front; "" when there
+// are none.
+func (l *logTail) errors(max int) string {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+		return ""
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return ""
+	}
+	l.offset += int64(len(data))
+	var out []string
+	inTraceback := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if len(out) == max {
+			out = append(out, "…")
+			break
+		}
+		switch {
+		case strings.HasPrefix(line, "Traceback "):
+			inTraceback = true
+		case inTraceback && !strings.HasPrefix(line, " "):
+			inTraceback = false
+			out = append(out, line) // the exception itself
+			continue
+		}
+		if inTraceback || strings.Contains(line, " ERROR ") || strings.HasPrefix(line, "ERROR ") ||
+			strings.Contains(line, "(HTTP/1.1 5") || strings.Contains(line, "status: 5") {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return filepath.Base(l.path) + ":\n  " + strings.Join(out, "\n  ") + "\n"
 }

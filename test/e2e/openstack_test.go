@@ -21,6 +21,8 @@ var (
 	simulatorCompute = env("MCB_FAKE_COMPUTE_URL", "http://127.0.0.1:8774/v2.1")
 	simulatorNetwork = env("MCB_FAKE_NETWORK_URL", "http://127.0.0.1:9696/v2.0")
 	simulatorInspect = env("MCB_FAKE_INSPECT_URL", "http://127.0.0.1:9877")
+	// Octavia; the simulator serves it under /v2/ as well as /v2.0/.
+	simulatorLoadBalancer = env("MCB_FAKE_LOAD_BALANCER_URL", "http://127.0.0.1:9876/v2")
 )
 
 // TestOpenStackFlavorOnTheSimulator: a template with capi_infrastructure=openstack makes the real CAPO
@@ -261,3 +263,145 @@ func clusterMachines(t *testing.T, clusterUUID string) []clusterv1.Machine {
 		"-l", fmt.Sprintf("%s=%s", clusterv1.ClusterNameLabel, clusters.Items[0].Name))
 	return l.Items
 }
+
+// TestOpenStackFixedNetworkAndLoadBalancer: a template naming an existing network and subnet
+// (fixed_network, fixed_subnet) with master_lb_enabled makes CAPO put the servers on that network —
+// creating no network, subnet or router of its own — and the API behind an Octavia load balancer on
+// that subnet: a listener on 6443, a pool whose member is the control-plane server, a health monitor,
+// and the API floating IP on the load balancer's VIP. The delete takes the load balancer, servers,
+// ports and security groups with it and leaves the tenant's own network alone. (The admin project:
+// the other OpenStack-flavor tests compare demo's and alt_demo's whole projects before and after.)
+func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	cloud := cloudAdmin
+	tok := tokenOf(t, cloud)
+	net, subnet := "e2e-fixed-"+suffix(), "e2e-fixed-subnet-"+suffix()
+	netID := strings.TrimSpace(mustOpenstack(t, cloud, "network", "create", net, "-f", "value", "-c", "id"))
+	subnetID := strings.TrimSpace(mustOpenstack(t, cloud, "subnet", "create", subnet, "--network", net,
+		"--subnet-range", "10.77.0.0/24", "-f", "value", "-c", "id"))
+	t.Cleanup(func() { // after the cluster's cleanup (registered later, run first)
+		_, _ = openstack(t, cloud, "subnet", "delete", subnetID)
+		_, _ = openstack(t, cloud, "network", "delete", netID)
+	})
+	before := projectResources(t, tok.projectID)
+
+	tmpl := createTemplate(t, cloud, "--fixed-network", net, "--fixed-subnet", subnet, "--master-lb-enabled",
+		"--labels", "capi_infrastructure=openstack")
+	start := time.Now()
+	id := createCluster(t, cloud, tmpl, "oslb-"+suffix(), "--node-count", "1", "--timeout", "20")
+
+	type member struct {
+		Address      string `json:"address"`
+		ProtocolPort int    `json:"protocol_port"`
+	}
+	var (
+		servers []simServer
+		members struct {
+			Members []member `json:"members"`
+		}
+	)
+	var pools struct {
+		Pools []map[string]any `json:"pools"`
+	}
+	require.Eventually(t, func() bool {
+		servers = projectServers(t, tok.id)
+		if len(servers) == 0 {
+			return false
+		}
+		simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/pools", &pools)
+		if len(pools.Pools) == 0 {
+			return false
+		}
+		simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/pools/"+str(pools.Pools[0]["id"])+"/members", &members)
+		return len(members.Members) > 0
+	}, 5*time.Minute, 2*time.Second, "no server with a load balancer member; resources: %v", projectResources(t, tok.projectID))
+	timed(t, "openstack: create → control-plane server behind the load balancer", start)
+	after := projectResources(t, tok.projectID)
+	t.Logf("project %s after the create: %v", tok.projectID, after)
+
+	// No network, subnet or router of CAPO's: the servers are on the tenant's network.
+	require.Equal(t, before["networks"], after["networks"], "CAPO made a network though the template names one")
+	require.Equal(t, before["subnets"], after["subnets"], "CAPO made a subnet though the template names one")
+	require.Equal(t, before["routers"], after["routers"], "CAPO made a router though the template names a network")
+	var rawPorts struct {
+		Ports []map[string]any `json:"ports"`
+	}
+	simulatorGET(t, tok.id, simulatorNetwork+"/ports", &rawPorts)
+	serverIP := map[string]string{}
+	for _, p := range rawPorts.Ports {
+		for _, s := range servers {
+			if str(p["device_id"]) != s.ID {
+				continue
+			}
+			require.Equal(t, netID, str(p["network_id"]), "port of server %s", s.Name)
+			ips, _ := p["fixed_ips"].([]any)
+			require.NotEmpty(t, ips, "port of server %s has no address", s.Name)
+			ip, _ := ips[0].(map[string]any)
+			require.Equal(t, subnetID, str(ip["subnet_id"]), "port of server %s", s.Name)
+			serverIP[s.Name] = str(ip["ip_address"])
+		}
+	}
+	require.Len(t, serverIP, len(servers), "a port per server on the tenant's network: %v", serverIP)
+
+	// The load balancer: on the tenant's subnet, listening on 6443, its pool's member the
+	// control-plane server, a health monitor, the API floating IP on its VIP.
+	var lbs struct {
+		LoadBalancers []struct {
+			VipSubnetID        string `json:"vip_subnet_id"`
+			VipPortID          string `json:"vip_port_id"`
+			ProvisioningStatus string `json:"provisioning_status"`
+		} `json:"loadbalancers"`
+	}
+	simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/loadbalancers", &lbs)
+	require.Len(t, lbs.LoadBalancers, 1, "one load balancer for the API")
+	lb := lbs.LoadBalancers[0]
+	require.Equal(t, subnetID, lb.VipSubnetID, "the load balancer's VIP is on the tenant's subnet")
+	require.Equal(t, "ACTIVE", lb.ProvisioningStatus)
+	var listeners struct {
+		Listeners []map[string]any `json:"listeners"`
+	}
+	simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/listeners", &listeners)
+	require.True(t, slices.ContainsFunc(listeners.Listeners, func(l map[string]any) bool {
+		port, _ := l["protocol_port"].(float64)
+		return port == 6443 && str(l["protocol"]) == "TCP"
+	}), "no TCP listener on 6443: %v", listeners.Listeners)
+	controlPlane := map[string]bool{}
+	for _, m := range clusterMachines(t, id) {
+		_, controlPlane[m.Name] = m.Labels[clusterv1.MachineControlPlaneLabel]
+	}
+	for name, ip := range serverIP {
+		if controlPlane[name] {
+			require.Contains(t, members.Members, member{Address: ip, ProtocolPort: 6443}, "control-plane server %s is not a member", name)
+		}
+	}
+	var monitors struct {
+		HealthMonitors []map[string]any `json:"healthmonitors"`
+	}
+	simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/healthmonitors", &monitors)
+	require.NotEmpty(t, monitors.HealthMonitors, "no health monitor on the API pool")
+	var fips struct {
+		FloatingIPs []map[string]any `json:"floatingips"`
+	}
+	simulatorGET(t, tok.id, simulatorNetwork+"/floatingips", &fips)
+	var apiFIP string
+	for _, f := range fips.FloatingIPs {
+		if str(f["port_id"]) == lb.VipPortID {
+			apiFIP = str(f["floating_ip_address"])
+		}
+	}
+	require.NotEmpty(t, apiFIP, "no floating IP on the load balancer's VIP port %s: %v", lb.VipPortID, fips.FloatingIPs)
+	require.Eventually(t, func() bool {
+		c, err := showCluster(t, cloud, id)
+		return err == nil && strings.Contains(c.APIAddress, apiFIP)
+	}, 2*time.Minute, 3*time.Second, "the cluster's api_address is not the load balancer's floating IP %s", apiFIP)
+
+	// The delete (while the create is still under way) leaves the project as it was before.
+	start = time.Now()
+	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
+	waitGone(t, cloud, id, 5*time.Minute)
+	timed(t, "openstack: delete with a load balancer → gone", start)
+	require.Equal(t, before, projectResources(t, tok.projectID), "the delete left resources in the project")
+}
+
+func str(v any) string { s, _ := v.(string); return s }

@@ -22,6 +22,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/discovery"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
@@ -254,7 +255,7 @@ func TestTenantViewRefusesBadTokens(t *testing.T) {
 
 	// Revoked.
 	tok := userTokenOf(t, cloudDemo)
-	ns := templates.NamespaceFor(zedPrefix, tok.ProjectID)
+	ns := projectNamespaceReady(t, cloudDemo, tok.ProjectID)
 	path := "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + ns + "/clusters"
 	require.Equal(t, http.StatusOK, apiStatus(t, tok.ID, path))
 	mustOpenstack(t, cloudDemo, "token", "revoke", tok.ID)
@@ -336,9 +337,12 @@ func TestDiscoveryDocument(t *testing.T) {
 func TestTenantViewRefusesExpiredTokens(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
+	ns := projectNamespaceReady(t, cloudDemo, userTokenOf(t, cloudDemo).ProjectID) // before the clock starts
 	// 90 s: on a loaded machine the CLI calls below take tens of seconds (30 s expired before the
 	// first read once).
-	expires := time.Now().Add(90 * time.Second).UTC()
+	// Whole seconds: the expiration is sent to the second, and a fraction cut off made the token
+	// expire up to a second before `expires` (CI saw it refused "-1s after its expiry").
+	expires := time.Now().Add(90 * time.Second).UTC().Truncate(time.Second)
 	var cred struct{ ID, Secret string }
 	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "application", "credential", "create", "e2e-expiring-"+suffix(),
 		"--expiration", expires.Format("2006-01-02T15:04:05"), "-f", "json")), &cred))
@@ -347,12 +351,30 @@ func TestTenantViewRefusesExpiredTokens(t *testing.T) {
 		ApplicationCredentialID: cred.ID, ApplicationCredentialSecret: cred.Secret})
 	require.NoError(t, err)
 	token := provider.Token()
-	project := userTokenOf(t, cloudDemo).ProjectID
-	path := "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + templates.NamespaceFor(zedPrefix, project) + "/clusters"
+	path := "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + ns + "/clusters"
 	require.True(t, time.Now().Before(expires), "the token expired before the first read; the machine is too slow for this test")
 	require.Equal(t, http.StatusOK, apiStatus(t, token, path))
 	require.Eventually(t, func() bool { return apiStatus(t, token, path) == http.StatusUnauthorized }, 150*time.Second, 2*time.Second,
 		"the expired token is still accepted")
 	t.Logf("token refused %s after its expiry", time.Since(expires).Round(time.Second))
 	require.False(t, time.Now().Before(expires), "refused before it expired")
+}
+
+// projectNamespaceReady returns the project's namespace once it holds the viewer RoleBinding. The
+// bridge makes both at the project's first cluster create, so on a fresh stack, where no other test
+// has created one of the project's clusters yet, it creates one (the tenant view of a project with no
+// namespace is a 403: RBAC has nothing to bind in a namespace that does not exist).
+func projectNamespaceReady(t *testing.T, cloud, projectID string) string {
+	t.Helper()
+	ns := templates.NamespaceFor(zedPrefix, projectID)
+	bound := func() bool {
+		_, err := kubectl(t, mgmtKubeconfig, "get", "rolebinding", "-n", ns, capi.ViewerBindingName, "-o", "name")
+		return err == nil
+	}
+	if bound() {
+		return ns
+	}
+	createCluster(t, cloud, createTemplate(t, cloud), "tvns-"+suffix(), "--node-count", "1")
+	require.Eventually(t, bound, 2*time.Minute, time.Second, "no viewer RoleBinding in %s after a cluster create", ns)
+	return ns
 }

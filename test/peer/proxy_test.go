@@ -1,15 +1,8 @@
 package peer
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -19,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 	"k8s.io/client-go/rest"
 )
 
@@ -106,49 +100,14 @@ type testCA struct {
 
 func newTestCA(tb testing.TB) *testCA {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := testutil.NewTestCA(tb, "mcb-bench-peer-ca")
+	sc, sk := ca.Issue(tb, "127.0.0.1", nil, true)
+	serving, err := tls.X509KeyPair(sc, sk)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mcb-bench-peer-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(der)
-	ca := &testCA{certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-	issue := func(serial int64, cn string, server bool) (certPEM, keyPEM []byte) {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		t := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-		if server {
-			t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-			t.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		} else {
-			t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-		}
-		d, err := x509.CreateCertificate(rand.Reader, t, caCert, &k.PublicKey, key)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		kd, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: d}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
-	}
-	sc, sk := issue(2, "127.0.0.1", true)
-	if ca.serving, err = tls.X509KeyPair(sc, sk); err != nil {
-		tb.Fatal(err)
-	}
-	ca.clientCertPEM, ca.clientKeyPEM = issue(3, "magnum-peer", false)
-	return ca
+	cc, ck := ca.Issue(tb, "magnum-peer", nil, false)
+	return &testCA{certPEM: ca.CertPEM, clientCertPEM: cc, clientKeyPEM: ck, serving: serving}
 }
 
 func b64(data []byte) string { return base64.StdEncoding.EncodeToString(data) }

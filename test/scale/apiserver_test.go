@@ -8,11 +8,9 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -79,58 +77,6 @@ func freePort(tb testing.TB) int {
 }
 
 // pki is a throw-away CA with the serving and client certificates the harness needs.
-type pki struct {
-	caKey  *ecdsa.PrivateKey
-	caCert *x509.Certificate
-	caPEM  []byte
-}
-
-func newPKI(tb testing.TB) *pki {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "scale harness CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &pki{caKey: key, caCert: cert, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns PEM certificate and key; server certificates are for 127.0.0.1.
-func (p *pki) issue(tb testing.TB, cn string, orgs []string, server bool) (certPEM, keyPEM []byte) {
-	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{"localhost"}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 func writeFile(tb testing.TB, path string, data []byte) string {
 	tb.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -159,9 +105,9 @@ func startAPIServer(tb testing.TB, dir string) *apiServer {
 		}
 	}
 	a := &apiServer{dir: dir, auditLog: filepath.Join(dir, "audit.log")}
-	p := newPKI(tb)
-	ca := writeFile(tb, filepath.Join(dir, "ca.crt"), p.caPEM)
-	sc, sk := p.issue(tb, "127.0.0.1", nil, true)
+	p := testutil.NewTestCA(tb, "scale harness CA")
+	ca := writeFile(tb, filepath.Join(dir, "ca.crt"), p.CertPEM)
+	sc, sk := p.Issue(tb, "127.0.0.1", nil, true)
 	serving, servingKey := writeFile(tb, filepath.Join(dir, "serving.crt"), sc), writeFile(tb, filepath.Join(dir, "serving.key"), sk)
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -195,10 +141,10 @@ func startAPIServer(tb testing.TB, dir string) *apiServer {
 		"--audit-log-maxsize=0")
 	a.url = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 
-	ac, ak := p.issue(tb, "scale-harness-admin", []string{"system:masters"}, false)
-	bc, bk := p.issue(tb, bridgeUser, []string{"system:masters"}, false)
-	a.adminKube = writeKubeconfig(tb, filepath.Join(dir, "admin.kubeconfig"), a.url, p.caPEM, ac, ak)
-	a.bridgeKube = writeKubeconfig(tb, filepath.Join(dir, "bridge.kubeconfig"), a.url, p.caPEM, bc, bk)
+	ac, ak := p.Issue(tb, "scale-harness-admin", []string{"system:masters"}, false)
+	bc, bk := p.Issue(tb, bridgeUser, []string{"system:masters"}, false)
+	a.adminKube = writeKubeconfig(tb, filepath.Join(dir, "admin.kubeconfig"), a.url, p.CertPEM, ac, ak)
+	a.bridgeKube = writeKubeconfig(tb, filepath.Join(dir, "bridge.kubeconfig"), a.url, p.CertPEM, bc, bk)
 	a.admin, err = clientcmd.BuildConfigFromFlags("", a.adminKube)
 	if err != nil {
 		tb.Fatal(err)
@@ -209,7 +155,7 @@ func startAPIServer(tb testing.TB, dir string) *apiServer {
 		tb.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.caPEM)
+	pool.AppendCertsFromPEM(p.CertPEM)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
 	waitHTTP(tb, hc, a.url+"/readyz", 2*time.Minute)
 	return a

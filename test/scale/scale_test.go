@@ -5,7 +5,6 @@
 package scale
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"database/sql"
@@ -25,6 +24,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +54,7 @@ import (
 type scaleConfig struct {
 	clusters   int           // live clusters at the end (N)
 	sequential int           // creates sent one at a time
+	gap        time.Duration // between one sequential create's CAPI Cluster and the next cast
 	burst      int           // creates sent at once
 	idle       time.Duration // window over which idle apiserver requests are counted
 	lagSamples int           // condition flips timed with N live clusters
@@ -61,6 +63,7 @@ type scaleConfig struct {
 	rawWorkers int           // parallel clusters in the raw server-side-apply loop
 	soak       time.Duration // steady churn at the end (0: none)
 	soakEvery  time.Duration // one create and one delete per soakEvery during the soak
+	keys       int           // the bridge's [bridge] pregenerated_keys (0: its default)
 }
 
 func envInt(tb testing.TB, name string, def int) int {
@@ -91,6 +94,7 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 	c := scaleConfig{
 		clusters:   envInt(tb, "MCB_SCALE_CLUSTERS", 100),
 		sequential: envInt(tb, "MCB_SCALE_SEQUENTIAL", 20),
+		gap:        envDuration(tb, "MCB_SCALE_GAP", time.Second),
 		burst:      envInt(tb, "MCB_SCALE_BURST", 200),
 		idle:       envDuration(tb, "MCB_SCALE_IDLE", 60*time.Second),
 		lagSamples: envInt(tb, "MCB_SCALE_LAG_SAMPLES", 100),
@@ -99,6 +103,7 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 		rawWorkers: max(1, envInt(tb, "MCB_SCALE_RAW_WORKERS", 4)),
 		soak:       envDuration(tb, "MCB_SCALE_SOAK", 0),
 		soakEvery:  envDuration(tb, "MCB_SCALE_SOAK_EVERY", 2*time.Second),
+		keys:       envInt(tb, "MCB_SCALE_PREGENERATED_KEYS", 0),
 	}
 	if c.sequential > c.clusters {
 		tb.Fatalf("MCB_SCALE_SEQUENTIAL (%d) exceeds MCB_SCALE_CLUSTERS (%d): the created clusters stay live and count towards N",
@@ -111,8 +116,10 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 //
 //	MCB_SCALE=1 go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x -timeout 3h ./test/scale
 //
-// Phases: the bridge idle (memory, apiserver requests); MCB_SCALE_SEQUENTIAL creates one at a time
-// (cast → CAPI Cluster, cast → cluster row); more creates up to MCB_SCALE_CLUSTERS (N) live
+// Phases: the bridge idle (memory, apiserver requests); MCB_SCALE_SEQUENTIAL creates one at a time,
+// MCB_SCALE_GAP (1 s) after the previous one's Cluster appeared (cast → CAPI Cluster, cast → cluster
+// row: the latency of a create arriving alone, as a tenant's does; back to back they measure
+// throughput, which the burst does); more creates up to MCB_SCALE_CLUSTERS (N) live
 // clusters, all CREATE_COMPLETE; memory and idle requests at N; MCB_SCALE_LAG_SAMPLES flips of a
 // random cluster's Available condition, timed until Magnum's row shows them; last, with the N
 // clusters still live, a burst of MCB_SCALE_BURST more creates against a raw server-side-apply loop
@@ -220,7 +227,8 @@ require_admission_policies = false
 metrics_bind = %s
 log_format = json
 log_level = %s
-`, broker.User, broker.Password, broker.Host, broker.Port, broker.Vhost, h.prefix, dbURL, h.api.bridgeKube, h.prefix, metricsAddr, cmp.Or(os.Getenv("MCB_SCALE_LOG_LEVEL"), "info"))))
+%s`, broker.User, broker.Password, broker.Host, broker.Port, broker.Vhost, h.prefix, dbURL, h.api.bridgeKube, h.prefix, metricsAddr,
+		cmp.Or(os.Getenv("MCB_SCALE_LOG_LEVEL"), "info"), keysLine(h.cfg.keys))))
 	opts, err := app.LoadOptions(conf)
 	if err != nil {
 		b.Fatal(err)
@@ -416,20 +424,7 @@ func (h *harness) memory(tb testing.TB) (rssMiB, heapMiB float64) {
 			rssMiB = kb / 1024
 		}
 	}
-	resp, err := http.Get(h.metrics + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			heapMiB = f / (1 << 20)
-		}
-	}
-	return rssMiB, heapMiB
+	return rssMiB, h.metricValue(tb, "go_memstats_heap_inuse_bytes") / (1 << 20)
 }
 
 // idleRequests counts the bridge's requests at the apiserver over the idle window.
@@ -464,6 +459,9 @@ func (h *harness) run(b *testing.B) {
 	// 2. Creates one at a time.
 	var toCluster, toRow []time.Duration
 	for i := range cfg.sequential {
+		if i > 0 {
+			time.Sleep(cfg.gap)
+		}
 		start := time.Now()
 		id, err := h.castCreate(ctx, i)
 		if err != nil {
@@ -483,11 +481,19 @@ func (h *harness) run(b *testing.B) {
 		until(b, time.Minute, time.Millisecond, "CAPI Cluster of create "+id, func() bool { _, ok := h.obs.cluster(id); return ok })
 		until(b, time.Minute, time.Millisecond, "cluster row of create "+id, func() bool { return rowAt.Load() != 0 })
 		seen, _ := h.obs.cluster(id)
+		if i == 0 && cfg.sequential > 1 {
+			// The harness's apiserver is new: its first server-side apply of each kind (the
+			// ClusterClass and its templates, a project's namespace objects) builds the kind's
+			// type models, which a management cluster in service did long ago. Shown, not counted.
+			h.row("cast → CAPI Cluster, the first create (a new apiserver's first apply of each kind; not in the percentiles)",
+				fmt.Sprintf("%.0f ms", testutil.Millis(seen.Sub(start))), "")
+			continue
+		}
 		toCluster = append(toCluster, seen.Sub(start))
 		toRow = append(toRow, time.Unix(0, rowAt.Load()).Sub(start))
 	}
-	if cfg.sequential > 0 {
-		h.row(fmt.Sprintf("cast → CAPI Cluster, %d sequential creates, p50 / p99", cfg.sequential),
+	if len(toCluster) > 0 {
+		h.row(fmt.Sprintf("cast → CAPI Cluster, %d creates one at a time (%s apart), p50 / p99", len(toCluster), cfg.gap),
 			fmt.Sprintf("%.0f / %.0f ms", testutil.Millis(testutil.Percentile(toCluster, 0.5)), testutil.Millis(testutil.Percentile(toCluster, 0.99))), "p99 ≤ 100 ms")
 		h.row("cast → cluster row in the DB, p50 / p99",
 			fmt.Sprintf("%.1f / %.1f ms", testutil.Millis(testutil.Percentile(toRow, 0.5)), testutil.Millis(testutil.Percentile(toRow, 0.99))), "p99 ≤ 50 ms")
@@ -547,8 +553,8 @@ func (h *harness) run(b *testing.B) {
 
 	fmt.Printf("\n## scale harness: N=%d live clusters (%d of them created one at a time), then a burst of %d more; simulated provisioning %s, %d clusters per project\n",
 		cfg.clusters, cfg.sequential, cfg.burst, cfg.readyAfter, cfg.perProject)
-	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
-		cfg.clusters, cfg.sequential, cfg.burst, cfg.idle, cfg.lagSamples, cfg.soak)
+	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_GAP=%s MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
+		cfg.clusters, cfg.sequential, cfg.gap, cfg.burst, cfg.idle, cfg.lagSamples, cfg.soak)
 	fmt.Printf("| figure | bridge | goal |\n|---|---|---|\n")
 	for _, r := range h.table {
 		fmt.Printf("| %s | %s | %s |\n", r[0], r[1], r[2])
@@ -587,8 +593,43 @@ func (h *harness) castMany(ctx context.Context, tb testing.TB, from, to int) []s
 	return ids
 }
 
+// keysLine is the [bridge] pregenerated_keys line when MCB_SCALE_PREGENERATED_KEYS sets it.
+func keysLine(keys int) string {
+	if keys <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("pregenerated_keys = %d\n", keys)
+}
+
+// metricValue is the value of an unlabelled gauge on the bridge's /metrics (0 when absent).
+func (h *harness) metricValue(tb testing.TB, name string) float64 {
+	tb.Helper()
+	resp, err := http.Get(h.metrics + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if f := families[name]; f != nil && len(f.GetMetric()) > 0 {
+		return f.GetMetric()[0].GetGauge().GetValue()
+	}
+	return 0
+}
+
 func (h *harness) burst(ctx context.Context, b *testing.B) {
 	cfg := h.cfg
+	if cfg.keys > 0 {
+		// A burst the operator sized the key pool for: it starts once the pool is full again.
+		t0 := time.Now()
+		until(b, 10*time.Minute, 500*time.Millisecond, fmt.Sprintf("%d pregenerated keys ready", cfg.keys), func() bool {
+			return h.metricValue(b, "magnum_capi_bridge_pregenerated_keys_ready") >= float64(cfg.keys)
+		})
+		fmt.Printf("# burst: waited %s for the key pool to hold %d keys ([bridge] pregenerated_keys)\n", time.Since(t0).Round(time.Second), cfg.keys)
+	}
 	start := time.Now()
 	ids := h.castMany(ctx, b, cfg.clusters, cfg.clusters+cfg.burst)
 	castDone := time.Since(start)
