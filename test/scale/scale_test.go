@@ -553,8 +553,8 @@ func (h *harness) run(b *testing.B) {
 
 	fmt.Printf("\n## scale harness: N=%d live clusters (%d of them created one at a time), then a burst of %d more; simulated provisioning %s, %d clusters per project\n",
 		cfg.clusters, cfg.sequential, cfg.burst, cfg.readyAfter, cfg.perProject)
-	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_GAP=%s MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
-		cfg.clusters, cfg.sequential, cfg.gap, cfg.burst, cfg.idle, cfg.lagSamples, cfg.soak)
+	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_GAP=%s MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s MCB_SCALE_PREGENERATED_KEYS=%d go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
+		cfg.clusters, cfg.sequential, cfg.gap, cfg.burst, cfg.idle, cfg.lagSamples, cfg.soak, cfg.keys)
 	fmt.Printf("| figure | bridge | goal |\n|---|---|---|\n")
 	for _, r := range h.table {
 		fmt.Printf("| %s | %s | %s |\n", r[0], r[1], r[2])
