@@ -70,10 +70,8 @@ func (k *keystoneCredentials) callerClient(ctx context.Context, caller *rpc.Cont
 	if err != nil {
 		return nil, err
 	}
-	if project := cl.ProjectID.Or(""); c.Identity().ProjectID != project {
-		return nil, &keystone.Error{Op: "act as the requesting user", Message: fmt.Sprintf(
-			"the request's token is scoped to project %s, the cluster belongs to project %s; credentials can only be issued from a token of the cluster's project",
-			c.Identity().ProjectID, project)}
+	if msg := otherProject(c.Identity().ProjectID, cl.ProjectID.Or("")); msg != "" {
+		return nil, &keystone.Error{Op: "act as the requesting user", Message: msg + "; credentials can only be issued from a token of the cluster's project"}
 	}
 	return c, nil
 }
@@ -244,9 +242,8 @@ func (n novaServerGroups) EnsureAsCaller(ctx context.Context, caller *rpc.Contex
 	if err != nil {
 		return err
 	}
-	if c.ProjectID() != projectID {
-		return &compute.Error{Op: "act as the request's token", Message: fmt.Sprintf(
-			"the token is scoped to project %s, the cluster belongs to project %s", c.ProjectID(), projectID)}
+	if msg := otherProject(c.ProjectID(), projectID); msg != "" {
+		return &compute.Error{Op: "act as the request's token", Message: msg}
 	}
 	return c.EnsureServerGroups(ctx, groups)
 }
@@ -274,4 +271,12 @@ func (n novaServerGroups) ReleaseLeftovers(ctx context.Context, cloudsYAML, caCe
 		return nil, err
 	}
 	return c.ReleaseLeftoverFloatingIPs(ctx, clusterResourceName)
+}
+
+// otherProject says why a request's token may not act for a cluster of clusterProject ("" when it may).
+func otherProject(tokenProject, clusterProject string) string {
+	if tokenProject == clusterProject {
+		return ""
+	}
+	return fmt.Sprintf("the request's token is scoped to project %s, the cluster belongs to project %s", tokenProject, clusterProject)
 }
