@@ -64,9 +64,22 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 	for range live {
 		create()
 	}
-	listStart := time.Now()
-	code, body := get(tok.id, "/clusters/detail")
-	listTook := time.Since(listStart)
+	// No answer within the client's timeout is the loaded host, not magnum-api's answer (the readers
+	// below count it apart too): ask again, a few times, before calling it a failure.
+	var (
+		code     int
+		body     string
+		listTook time.Duration
+	)
+	for attempt := 1; ; attempt++ {
+		listStart := time.Now()
+		code, body = get(tok.id, "/clusters/detail")
+		listTook = time.Since(listStart)
+		if code != 0 || attempt == 4 {
+			break
+		}
+		t.Logf("list before the deletes, attempt %d: no answer in %s: %s", attempt, listTook.Round(time.Millisecond), body)
+	}
 	require.Equal(t, http.StatusOK, code, body)
 	for _, id := range ids {
 		require.Contains(t, body, id, "cluster %s listed before the deletes", id)
