@@ -287,7 +287,9 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if b.DeleteTimeout, err = minutesOption(f, "delete_timeout", conductor.DefaultDeleteTimeout); err != nil {
 		return nil, err
 	}
-	if b.OperationWorkers, err = f.Int(bridgeSection, "operation_workers", 4, 1, 64); err != nil {
+	// A create's apply is mostly waiting on the apiserver: eight at once kept a 2-core host busy
+	// where four left it idle between round trips (docs/scale.md).
+	if b.OperationWorkers, err = f.Int(bridgeSection, "operation_workers", 8, 1, 64); err != nil {
 		return nil, err
 	}
 	// Eight clusters' worth: a burst of creates as large as the operation workers' backlog

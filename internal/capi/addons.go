@@ -23,8 +23,12 @@ var resourceSetGVK = addonsv1.GroupVersion.WithKind("ClusterResourceSet")
 // ApplyAddons delivers a cluster's add-on set through its ClusterResourceSet. A ClusterResourceSet
 // never removes what it applied, so the objects the live set lists (its inventory annotation) and
 // the new one does not are first deleted from the workload cluster; only then is the new set
-// applied, so a failed prune is retried with the same inventory.
-func (c *Client) ApplyAddons(ctx context.Context, clusterName string, set *addons.Set) error {
+// applied, so a failed prune is retried with the same inventory. Without prune (a create: no set
+// before it, or the same set applied by an earlier delivery) the live set is not read.
+func (c *Client) ApplyAddons(ctx context.Context, clusterName string, set *addons.Set, prune bool) error {
+	if !prune {
+		return c.Apply(ctx, set.Secret, set.ResourceSet)
+	}
 	ns, name := set.ResourceSet.GetNamespace(), set.ResourceSet.GetName()
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(resourceSetGVK)

@@ -96,7 +96,7 @@ func TestAddonsReachTheWorkloadCluster(t *testing.T) {
 	require.NoError(t, c.ApplyClusterSecrets(ctx, ns, in.Cluster.UUID, secrets))
 	require.NoError(t, c.Apply(ctx, r.ClassObjects...))
 	require.NoError(t, c.Apply(ctx, r.Cluster))
-	require.NoError(t, c.ApplyAddons(ctx, name, set))
+	require.NoError(t, c.ApplyAddons(ctx, name, set, false))
 
 	// The workload cluster, as CAPI's admin kubeconfig reaches it.
 	var kcSecret corev1.Secret
@@ -143,7 +143,7 @@ func TestAddonsReachTheWorkloadCluster(t *testing.T) {
 	// metrics-server switched off: gone from the workload cluster, the rest stays.
 	off, err := addons.Render(addonInput(map[string]string{"metrics_server_enabled": "false", "octavia_provider": "ovn"}))
 	require.NoError(t, err)
-	require.NoError(t, c.ApplyAddons(ctx, name, off))
+	require.NoError(t, c.ApplyAddons(ctx, name, off, true))
 	metrics := addons.ObjectRef{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "kube-system", Name: "metrics-server"}
 	require.False(t, exists(metrics), "pruned by the bridge")
 	require.Eventually(t, func() bool {

@@ -125,4 +125,5 @@ func TestCredentialRotationUpdatesTheAddonsFirst(t *testing.T) {
 	_, err := h.deliver(request("credential_rotate", map[string]json.RawMessage{"cluster": h.clusterArg(id)}), 1)
 	require.NoError(t, err)
 	require.Equal(t, []string{`delete workload-r0 while the add-ons hold "workload-r1"`}, creds.events)
+	require.Equal(t, []bool{false, true}, h.kube.addonPrunes[stack], "the create's set prunes nothing; a later one prunes what it drops")
 }

@@ -301,13 +301,16 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 		return err
 	}
 	steps.mark("class")
+	// The Cluster and its add-on set at once: CAPI's ClusterResourceSet controller binds whichever
+	// comes second, and a failed half is applied again, with the other, by the retry.
 	nameAddonSet(rendered)
-	if err := c.kube.Apply(ctx, rendered.Cluster); err != nil {
-		return err
-	}
-	steps.mark("cluster")
-	err = c.applyAddons(ctx, in, rendered)
-	steps.mark("addons")
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.kube.Apply(gctx, rendered.Cluster) })
+	g.Go(func() error {
+		return c.applyAddons(gctx, in, rendered, string(cl.Status.Or("")) == CreateInProgress)
+	})
+	err = g.Wait()
+	steps.mark("cluster+addons")
 	return err
 }
 

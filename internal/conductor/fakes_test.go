@@ -368,13 +368,16 @@ type fakeKube struct {
 	applies    int
 	// addonSets are the add-on sets applied, by cluster name.
 	addonSets map[string]*addons.Set
+	// addonPrunes are the prune arguments of each ApplyAddons, by cluster name.
+	addonPrunes map[string][]bool
 	// cloudFailures is what CloudFailures answers (CAPO's refusals).
 	cloudFailures []string
 }
 
 func newFakeKube(f *faults) *fakeKube {
 	return &fakeKube{f: f, namespaces: map[string]bool{}, objects: map[string]*unstructured.Unstructured{},
-		secrets: map[string]map[string][]byte{}, deleting: map[string]bool{}, addonSets: map[string]*addons.Set{}}
+		secrets: map[string]map[string][]byte{}, deleting: map[string]bool{}, addonSets: map[string]*addons.Set{},
+		addonPrunes: map[string][]bool{}}
 }
 
 func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
@@ -489,7 +492,7 @@ func (k *fakeKube) MarkMachinesForDeletion(_ context.Context, _, _, _ string, na
 	return nil, nil
 }
 
-func (k *fakeKube) ApplyAddons(_ context.Context, clusterName string, set *addons.Set) error {
+func (k *fakeKube) ApplyAddons(_ context.Context, clusterName string, set *addons.Set, prune bool) error {
 	if err := k.f.check("kube.ApplyAddons"); err != nil {
 		return err
 	}
@@ -499,6 +502,7 @@ func (k *fakeKube) ApplyAddons(_ context.Context, clusterName string, set *addon
 		return fmt.Errorf("namespace %s not found", set.ResourceSet.GetNamespace())
 	}
 	k.addonSets[clusterName] = set
+	k.addonPrunes[clusterName] = append(k.addonPrunes[clusterName], prune)
 	return nil
 }
 

@@ -247,6 +247,8 @@ func TestUpdateDuringAnAPIServerOutageIsNotLost(t *testing.T) {
 	require.Zero(t, h.settle(10))
 	h.consistent(id, 3)
 	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, []bool{false, true}, h.kube.addonPrunes[h.store.cluster(t, id).StackID.Or("")],
+		"the create's add-on set prunes nothing; the update's prunes what it drops")
 }
 
 // A crash after each write of each day-2 handler, then a redelivery: the operation is resumed.

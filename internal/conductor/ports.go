@@ -101,9 +101,10 @@ type Kube interface {
 	// or provider id) so CAPI removes exactly them on the next scale-down; it returns the names
 	// that match no machine.
 	MarkMachinesForDeletion(ctx context.Context, namespace, clusterName, nodeGroupUUID string, names []string) (unknown []string, err error)
-	// ApplyAddons delivers a cluster's add-on set (its resource-set Secret and ClusterResourceSet),
-	// first removing from the workload cluster what the live set delivered and the new one does not.
-	ApplyAddons(ctx context.Context, clusterName string, set *addons.Set) error
+	// ApplyAddons delivers a cluster's add-on set (its resource-set Secret and ClusterResourceSet).
+	// With prune it first removes from the workload cluster what the live set delivered and the new
+	// one does not; a create's set has nothing before it to prune and skips reading the live one.
+	ApplyAddons(ctx context.Context, clusterName string, set *addons.Set, prune bool) error
 	// DeleteAddons removes a deleted cluster's ClusterResourceSet.
 	DeleteAddons(ctx context.Context, namespace, clusterUUID string) error
 	// Kick makes the status sync look at a cluster now, even if no CAPI object changed.
