@@ -100,7 +100,8 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 		lagSamples: envInt(tb, "MCB_SCALE_LAG_SAMPLES", 100),
 		readyAfter: envDuration(tb, "MCB_SCALE_READY_AFTER", time.Second),
 		perProject: max(1, envInt(tb, "MCB_SCALE_PER_PROJECT", 25)),
-		rawWorkers: max(1, envInt(tb, "MCB_SCALE_RAW_WORKERS", 4)),
+		// As many as the bridge's default [bridge] operation_workers: the same parallelism.
+		rawWorkers: max(1, envInt(tb, "MCB_SCALE_RAW_WORKERS", 8)),
 		soak:       envDuration(tb, "MCB_SCALE_SOAK", 0),
 		soakEvery:  envDuration(tb, "MCB_SCALE_SOAK_EVERY", 2*time.Second),
 		keys:       envInt(tb, "MCB_SCALE_PREGENERATED_KEYS", 0),
