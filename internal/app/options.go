@@ -162,6 +162,11 @@ type CredentialOptions struct {
 
 const bridgeSection = "bridge"
 
+// DefaultOperationWorkers is [bridge] operation_workers unset. A create's apply is mostly waiting on
+// the apiserver: eight at once kept a 2-core host busy where four left it idle between round trips
+// (docs/scale.md).
+const DefaultOperationWorkers = 8
+
 // LoadOptions reads and validates the configuration files; errors name the offending key.
 func LoadOptions(files ...string) (*Options, error) {
 	f, err := config.Load(files...)
@@ -287,9 +292,7 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if b.DeleteTimeout, err = minutesOption(f, "delete_timeout", conductor.DefaultDeleteTimeout); err != nil {
 		return nil, err
 	}
-	// A create's apply is mostly waiting on the apiserver: eight at once kept a 2-core host busy
-	// where four left it idle between round trips (docs/scale.md).
-	if b.OperationWorkers, err = f.Int(bridgeSection, "operation_workers", 8, 1, 64); err != nil {
+	if b.OperationWorkers, err = f.Int(bridgeSection, "operation_workers", DefaultOperationWorkers, 1, 64); err != nil {
 		return nil, err
 	}
 	// Eight clusters' worth: a burst of creates as large as the operation workers' backlog

@@ -21,8 +21,8 @@ func nameAddonSet(rendered *templates.Rendered) {
 // applyAddons renders the cluster's add-ons next to its Cluster and hands them to its
 // ClusterResourceSet (internal/addons). The OpenStack integrations get the workload credential the
 // bridge stored for them (<cluster>-workload-cloud-config), never CAPO's. A create's set replaces
-// nothing, so only later applies prune what an earlier set delivered.
-func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendered *templates.Rendered, creating bool) error {
+// nothing, so only later applies prune what an earlier set delivered (Kube.ApplyAddons).
+func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendered *templates.Rendered, prune bool) error {
 	name := rendered.Cluster.GetName()
 	var cloud *addons.Credential
 	data, found, err := c.kube.ReadSecret(ctx, in.Namespace, workloadCloudConfigSecretName(name))
@@ -44,7 +44,7 @@ func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendere
 	if err != nil {
 		return &permanentError{fmt.Errorf("the cluster's add-ons: %w", err)}
 	}
-	return c.kube.ApplyAddons(ctx, name, set, !creating)
+	return c.kube.ApplyAddons(ctx, name, set, prune)
 }
 
 // refreshAddons re-applies a cluster's add-on set outside an operation: a credential rotation must
@@ -63,5 +63,5 @@ func (c *Conductor) refreshAddons(ctx context.Context, cl *magnum.Cluster) error
 	if err != nil {
 		return err
 	}
-	return c.applyAddons(ctx, in, rendered, false)
+	return c.applyAddons(ctx, in, rendered, true)
 }

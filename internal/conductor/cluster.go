@@ -307,7 +307,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.kube.Apply(gctx, rendered.Cluster) })
 	g.Go(func() error {
-		return c.applyAddons(gctx, in, rendered, string(cl.Status.Or("")) == CreateInProgress)
+		return c.applyAddons(gctx, in, rendered, string(cl.Status.Or("")) != CreateInProgress)
 	})
 	err = g.Wait()
 	steps.mark("cluster+addons")

@@ -100,8 +100,8 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 		lagSamples: envInt(tb, "MCB_SCALE_LAG_SAMPLES", 100),
 		readyAfter: envDuration(tb, "MCB_SCALE_READY_AFTER", time.Second),
 		perProject: max(1, envInt(tb, "MCB_SCALE_PER_PROJECT", 25)),
-		// As many as the bridge's default [bridge] operation_workers: the same parallelism.
-		rawWorkers: max(1, envInt(tb, "MCB_SCALE_RAW_WORKERS", 8)),
+		// The bridge's parallelism (the harness leaves [bridge] operation_workers at its default).
+		rawWorkers: max(1, envInt(tb, "MCB_SCALE_RAW_WORKERS", app.DefaultOperationWorkers)),
 		soak:       envDuration(tb, "MCB_SCALE_SOAK", 0),
 		soakEvery:  envDuration(tb, "MCB_SCALE_SOAK_EVERY", 2*time.Second),
 		keys:       envInt(tb, "MCB_SCALE_PREGENERATED_KEYS", 0),
