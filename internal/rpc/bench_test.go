@@ -418,3 +418,24 @@ func BenchmarkServerCastThroughput(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 }
+
+// BenchmarkDecodeMessage is the codec's share of a call: the captured get_ca_certificate body
+// (envelope, inner message, args and context).
+func BenchmarkDecodeMessage(b *testing.B) {
+	var body []byte
+	for _, f := range loadFixtures(b, "request") {
+		if f.release == "magnum-15.0.1" && f.name == "ca_show" {
+			body = f.body
+		}
+	}
+	if body == nil {
+		b.Fatal("fixture ca_show not found")
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeMessage(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

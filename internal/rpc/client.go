@@ -137,11 +137,10 @@ func newMessage(method string, args any, rctx *Context) (*Message, error) {
 		}
 		raw = b
 	}
-	if !json.Valid(raw) {
-		return nil, errors.New("rpc: args are not valid JSON")
-	}
-	if _, err := splitObject(raw); err != nil {
+	if _, err := splitObject(raw); errors.Is(err, errNotObject) && json.Valid(raw) {
 		return nil, errors.New("rpc: args must be a JSON object")
+	} else if err != nil {
+		return nil, errors.New("rpc: args are not valid JSON")
 	}
 	if rctx == nil {
 		rctx = &Context{}

@@ -68,15 +68,16 @@ func decodeErr(partial *Message, format string, a ...any) *DecodeError {
 	return &DecodeError{Reason: fmt.Sprintf(format, a...), Partial: partial}
 }
 
-// unwrapEnvelope returns the inner message object and the envelope version. Each byte is
-// validated once: the body by json.Valid, the inner message (unquoted by hand) by json.Valid.
-func unwrapEnvelope(body []byte) ([]byte, string, error) {
-	if !json.Valid(body) {
-		return nil, "", errors.New("body is not valid JSON")
-	}
+// unwrapEnvelope returns the members of the inner message and the envelope version. Each byte
+// is validated once, by the pass that splits it: the body, then the inner message (unquoted by
+// hand). json.Valid runs only on a refused input, to name what is wrong with it.
+func unwrapEnvelope(body []byte) ([]member, string, error) {
 	members, err := splitObject(body)
 	if err != nil {
-		return nil, "", errors.New("body is not a JSON object")
+		if errors.Is(err, errNotObject) && json.Valid(body) {
+			return nil, "", errors.New("body is not a JSON object")
+		}
+		return nil, "", errors.New("body is not valid JSON")
 	}
 	var version, message json.RawMessage
 	for _, m := range members {
@@ -88,7 +89,7 @@ func unwrapEnvelope(body []byte) ([]byte, string, error) {
 		}
 	}
 	if version == nil || message == nil {
-		return body, "1.0", nil // unenveloped 1.0 message
+		return members, "1.0", nil // unenveloped 1.0 message
 	}
 	v, ok := unquoteJSONString(version)
 	if !ok {
@@ -101,10 +102,13 @@ func unwrapEnvelope(body []byte) ([]byte, string, error) {
 	if !ok {
 		return nil, "", errors.New("oslo.message is not a JSON string")
 	}
-	if !json.Valid(inner) {
+	if members, err = splitObject(inner); err != nil {
+		if errors.Is(err, errNotObject) && json.Valid(inner) {
+			return nil, "", errors.New("oslo.message is not a JSON object")
+		}
 		return nil, "", errors.New("oslo.message is not valid JSON")
 	}
-	return inner, string(v), nil
+	return members, string(v), nil
 }
 
 // envelopeCompatible mirrors oslo's version_is_compatible("2.0", v): same major version and a
@@ -127,13 +131,9 @@ func envelopeCompatible(v string) bool {
 
 // DecodeMessage parses a request body (envelope 2.0, or 1.0 fallback).
 func DecodeMessage(body []byte) (*Message, error) {
-	inner, version, err := unwrapEnvelope(body)
+	members, version, err := unwrapEnvelope(body)
 	if err != nil {
 		return nil, decodeErr(nil, "%v", err)
-	}
-	members, err := splitObject(inner)
-	if err != nil {
-		return nil, decodeErr(nil, "message is not a JSON object")
 	}
 	m := &Message{Envelope: version, Context: &Context{}}
 	var problems []string
@@ -196,7 +196,7 @@ func DecodeMessage(body []byte) (*Message, error) {
 	if argsRaw == nil {
 		m.Args = map[string]json.RawMessage{}
 	} else {
-		argMembers, err := splitObject(argsRaw)
+		argMembers, err := splitValidObject(argsRaw)
 		if err != nil {
 			problems = append(problems, "args is not a JSON object")
 		} else {
@@ -240,7 +240,7 @@ func encodeInner(m *Message) ([]byte, error) {
 	var err error
 	switch {
 	case m.ArgsRaw != nil:
-		if _, e := splitObject(m.ArgsRaw); e != nil || !json.Valid(m.ArgsRaw) {
+		if _, e := splitObject(m.ArgsRaw); e != nil {
 			return nil, errors.New("rpc: args is not a JSON object")
 		}
 		buf, err = appendPyJSON(buf, m.ArgsRaw)
@@ -388,13 +388,9 @@ func EncodeReply(r *Reply) ([]byte, error) {
 
 // DecodeReply parses a reply body.
 func DecodeReply(body []byte) (*Reply, error) {
-	inner, _, err := unwrapEnvelope(body)
+	members, _, err := unwrapEnvelope(body)
 	if err != nil {
 		return nil, fmt.Errorf("malformed reply: %w", err)
-	}
-	members, err := splitObject(inner)
-	if err != nil {
-		return nil, errors.New("malformed reply: not a JSON object")
 	}
 	r := &Reply{}
 	for _, m := range members {

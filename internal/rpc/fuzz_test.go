@@ -96,3 +96,54 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitObject holds the one-pass validation of splitObject to encoding/json's: it accepts
+// exactly the objects json.Valid accepts, and each member it returns is the value encoding/json
+// decodes for that key.
+func FuzzSplitObject(f *testing.F) {
+	for _, fx := range loadFixtures(f, "request") {
+		f.Add(fx.body)
+	}
+	for _, s := range splitObjectCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { checkSplitObject(t, raw) })
+}
+
+// splitObjectCases are inputs where a hand-written validator typically goes wrong.
+var splitObjectCases = []string{
+	`{}`, ` {} `, `{} x`, `{}}`, `{`, `}`, `[]`, `{"a":1,}`, `{"a" 1}`, `{"a":}`, `{,}`, `{"a":1 "b":2}`,
+	`{"a":[1,]}`, `{"a":[,1]}`, `{"a":[1 2]}`, `{"a":[]}`, `{"a":[[]],"b":{}}`, `{"a":{"b":{"c":[{}]}}}`,
+	`{"a":01}`, `{"a":-}`, `{"a":-0}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":1e+}`, `{"a":1E-7}`, `{"a":-12.5e+3}`,
+	`{"a":tru}`, `{"a":truex}`, `{"a":nul}`, `{"a":false}`, `{"a":null}`, `{"a":True}`,
+	`{"a":"\x"}`, `{"a":"\u12"}`, `{"a":"\u12g4"}`, `{"a":"\uABCD"}`, "{\"a\":\"\t\"}", "{\"a\":\"\x7f\xff\"}",
+	`{"a":"\"}`, `{"a":"\\"}`, `{"a":"\/\b\f\n\r\t"}`, `{1:2}`, `{"a":1}{"b":2}`, `{"a":[}]}`, `{"a":{]}`,
+	`{"a":1,"a":2}`, "{\n\t\"a\" :\r 1 }",
+}
+
+func TestSplitObjectAgreesWithEncodingJSON(t *testing.T) {
+	for _, s := range splitObjectCases {
+		checkSplitObject(t, []byte(s))
+	}
+}
+
+func checkSplitObject(t *testing.T, raw []byte) {
+	t.Helper()
+	members, err := splitObject(raw)
+	var want map[string]json.RawMessage
+	isObject := json.Valid(raw) && json.Unmarshal(raw, &want) == nil
+	if (err == nil) != isObject {
+		t.Fatalf("splitObject(%q): error %v; json.Valid %t", raw, err, json.Valid(raw))
+	}
+	if err != nil {
+		return
+	}
+	if len(members) != len(want) {
+		t.Fatalf("splitObject(%q): %d members, encoding/json %d", raw, len(members), len(want))
+	}
+	for _, m := range members {
+		if !bytes.Equal(bytes.TrimSpace(m.Value), bytes.TrimSpace(want[m.Key])) {
+			t.Fatalf("splitObject(%q): %s = %s, encoding/json %s", raw, m.Key, m.Value, want[m.Key])
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -312,25 +311,35 @@ type member struct {
 	Value json.RawMessage
 }
 
-// splitObject returns the members of a JSON object in order. Like Python's json.loads, a
-// repeated key keeps its first position and its last value. raw must be valid JSON.
-func splitObject(raw []byte) ([]member, error) {
+// splitObject returns the members of a JSON object in order, and refuses (with errInvalidJSON)
+// anything json.Valid would refuse: the one pass over the bytes both validates and splits. Like
+// Python's json.loads, a repeated key keeps its first position and its last value.
+func splitObject(raw []byte) ([]member, error) { return split(raw, true) }
+
+// splitValidObject is splitObject for bytes already validated as part of an enclosing value.
+func splitValidObject(raw []byte) ([]member, error) { return split(raw, false) }
+
+func split(raw []byte, validate bool) ([]member, error) {
 	s := pyScanner{src: raw}
 	s.skipSpace()
 	if s.pos >= len(s.src) || s.src[s.pos] != '{' {
-		return nil, fmt.Errorf("not a JSON object")
+		return nil, errNotObject
 	}
 	s.pos++
 	var out []member
-	index := map[string]int{}
 	s.skipSpace()
 	if s.pos < len(s.src) && s.src[s.pos] == '}' {
-		return out, nil
+		s.pos++
+		return out, s.end(validate)
+	}
+	skipString, skipValue := s.skipString, s.skipValue
+	if validate {
+		skipString, skipValue = s.scanString, s.scanValue
 	}
 	for {
 		s.skipSpace()
 		keyStart := s.pos
-		if err := s.skipString(); err != nil {
+		if err := skipString(); err != nil {
 			return nil, err
 		}
 		key, ok := decodeKey(s.src[keyStart:s.pos])
@@ -344,14 +353,13 @@ func splitObject(raw []byte) ([]member, error) {
 		s.pos++
 		s.skipSpace()
 		valStart := s.pos
-		if err := s.skipValue(); err != nil {
+		if err := skipValue(); err != nil {
 			return nil, err
 		}
 		val := json.RawMessage(s.src[valStart:s.pos])
-		if i, dup := index[key]; dup {
+		if i := memberIndex(out, key); i >= 0 {
 			out[i].Value = val
 		} else {
-			index[key] = len(out)
 			out = append(out, member{Key: key, Value: val})
 		}
 		s.skipSpace()
@@ -362,11 +370,39 @@ func splitObject(raw []byte) ([]member, error) {
 		case ',':
 			s.pos++
 		case '}':
-			return out, nil
+			s.pos++
+			return out, s.end(validate)
 		default:
 			return nil, errInvalidJSON
 		}
 	}
+}
+
+// errNotObject is splitObject's answer for input that does not start with '{' (it may still be
+// valid JSON: callers that report the difference ask json.Valid on this rare path).
+var errNotObject = errors.New("not a JSON object")
+
+// end checks, when validating, that only white space follows the top-level value.
+func (s *pyScanner) end(validate bool) error {
+	if !validate {
+		return nil
+	}
+	s.skipSpace()
+	if s.pos != len(s.src) {
+		return errInvalidJSON
+	}
+	return nil
+}
+
+// memberIndex finds key among the members so far: a message has a few dozen keys at most, where
+// a linear scan beats a map.
+func memberIndex(members []member, key string) int {
+	for i := range members {
+		if members[i].Key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 func (s *pyScanner) skipString() error {
@@ -385,8 +421,8 @@ func (s *pyScanner) skipString() error {
 	return errInvalidJSON
 }
 
-// skipValue advances over one value without copying it (iteratively, so deep nesting
-// cannot exhaust the stack). The input has been validated by json.Valid.
+// skipValue advances over one value without copying or checking it (iteratively, so deep
+// nesting cannot exhaust the stack). The input has been validated already.
 func (s *pyScanner) skipValue() error {
 	depth := 0
 	for s.pos < len(s.src) {
@@ -427,6 +463,172 @@ func (s *pyScanner) skipValue() error {
 	return errInvalidJSON
 }
 
+// scanValue advances over one value and checks the grammar json.Valid checks (RFC 8259; like
+// encoding/json it does not check UTF-8). Open containers are kept on a stack, not the Go
+// stack, so deep nesting cannot exhaust it.
+func (s *pyScanner) scanValue() error {
+	var open []byte // '{' or '[' of each container entered
+	for {
+		s.skipSpace()
+		if s.pos >= len(s.src) {
+			return errInvalidJSON
+		}
+		var err error
+		switch c := s.src[s.pos]; {
+		case c == '{' || c == '[':
+			s.pos++
+			s.skipSpace()
+			if s.pos < len(s.src) && s.src[s.pos] == c+2 { // '}' or ']'
+				s.pos++
+				break
+			}
+			open = append(open, c)
+			if c == '{' {
+				err = s.scanKey()
+			}
+			if err != nil {
+				return err
+			}
+			continue // to the first element
+		case c == '"':
+			err = s.scanString()
+		case c == '-' || (c >= '0' && c <= '9'):
+			err = s.scanNumber()
+		case c == 't':
+			err = s.scanLiteral("true")
+		case c == 'f':
+			err = s.scanLiteral("false")
+		case c == 'n':
+			err = s.scanLiteral("null")
+		default:
+			return errInvalidJSON
+		}
+		if err != nil {
+			return err
+		}
+		// A value ended: close the containers it ends, or go on to the next element.
+		for next := false; !next; {
+			if len(open) == 0 {
+				return nil
+			}
+			s.skipSpace()
+			if s.pos >= len(s.src) {
+				return errInvalidJSON
+			}
+			top, c := open[len(open)-1], s.src[s.pos]
+			s.pos++
+			switch {
+			case c == ',':
+				if top == '{' {
+					if err := s.scanKey(); err != nil {
+						return err
+					}
+				}
+				next = true
+			case c == top+2:
+				open = open[:len(open)-1]
+			default:
+				return errInvalidJSON
+			}
+		}
+	}
+}
+
+// scanKey checks an object key and the colon after it.
+func (s *pyScanner) scanKey() error {
+	s.skipSpace()
+	if err := s.scanString(); err != nil {
+		return err
+	}
+	s.skipSpace()
+	if s.pos >= len(s.src) || s.src[s.pos] != ':' {
+		return errInvalidJSON
+	}
+	s.pos++
+	return nil
+}
+
+// scanString checks a string literal: no raw control characters, only JSON's escapes.
+func (s *pyScanner) scanString() error {
+	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+		return errInvalidJSON
+	}
+	for s.pos++; s.pos < len(s.src); s.pos++ {
+		switch c := s.src[s.pos]; {
+		case c == '"':
+			s.pos++
+			return nil
+		case c < 0x20:
+			return errInvalidJSON
+		case c == '\\':
+			if s.pos+1 >= len(s.src) {
+				return errInvalidJSON
+			}
+			s.pos++
+			switch s.src[s.pos] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if s.pos+5 > len(s.src) {
+					return errInvalidJSON
+				}
+				if _, ok := parseHex4(s.src[s.pos+1 : s.pos+5]); !ok {
+					return errInvalidJSON
+				}
+				s.pos += 4
+			default:
+				return errInvalidJSON
+			}
+		}
+	}
+	return errInvalidJSON
+}
+
+// scanNumber checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *pyScanner) scanNumber() error {
+	if s.src[s.pos] == '-' {
+		s.pos++
+	}
+	switch {
+	case s.pos < len(s.src) && s.src[s.pos] == '0':
+		s.pos++
+	case !s.digits():
+		return errInvalidJSON
+	}
+	if s.pos < len(s.src) && s.src[s.pos] == '.' {
+		s.pos++
+		if !s.digits() {
+			return errInvalidJSON
+		}
+	}
+	if s.pos < len(s.src) && (s.src[s.pos] == 'e' || s.src[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(s.src) && (s.src[s.pos] == '+' || s.src[s.pos] == '-') {
+			s.pos++
+		}
+		if !s.digits() {
+			return errInvalidJSON
+		}
+	}
+	return nil
+}
+
+// digits advances over [0-9]+ and reports whether there was one.
+func (s *pyScanner) digits() bool {
+	start := s.pos
+	for s.pos < len(s.src) && s.src[s.pos] >= '0' && s.src[s.pos] <= '9' {
+		s.pos++
+	}
+	return s.pos > start
+}
+
+func (s *pyScanner) scanLiteral(lit string) error {
+	if !bytes.HasPrefix(s.src[s.pos:], []byte(lit)) {
+		return errInvalidJSON
+	}
+	s.pos += len(lit)
+	return nil
+}
+
 func isDelimiter(c byte) bool {
 	switch c {
 	case ',', '}', ']', ':', ' ', '\t', '\n', '\r':
@@ -450,8 +652,13 @@ func unquoteJSONString(raw []byte) ([]byte, bool) {
 		c := s[i]
 		if c != '\\' {
 			if c < utf8.RuneSelf {
-				out = append(out, c)
-				i++
+				// Copy the run of plain ASCII up to the next escape in one append.
+				j := i + 1
+				for j < len(s) && s[j] != '\\' && s[j] < utf8.RuneSelf {
+					j++
+				}
+				out = append(out, s[i:j]...)
+				i = j
 				continue
 			}
 			r, size := utf8.DecodeRune(s[i:])
