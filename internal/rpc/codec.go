@@ -146,24 +146,24 @@ func DecodeMessage(body []byte) (*Message, error) {
 			argsRaw = mem.Value
 		case mem.Key == "namespace":
 			m.HasNamespace = true
-			if !isNull(mem.Value) && json.Unmarshal(mem.Value, &m.Namespace) != nil {
+			if !isNull(mem.Value) && !decodeString(mem.Value, &m.Namespace) {
 				problems = append(problems, "namespace is not a string")
 			}
 		case mem.Key == "version":
 			m.HasVersion = true
-			if !isNull(mem.Value) && json.Unmarshal(mem.Value, &m.Version) != nil {
+			if !isNull(mem.Value) && !decodeString(mem.Value, &m.Version) {
 				problems = append(problems, "version is not a string")
 			}
 		case mem.Key == "_unique_id":
-			if !isNull(mem.Value) && json.Unmarshal(mem.Value, &m.UniqueID) != nil {
+			if !isNull(mem.Value) && !decodeString(mem.Value, &m.UniqueID) {
 				problems = append(problems, "_unique_id is not a string")
 			}
 		case mem.Key == "_msg_id":
-			if !isNull(mem.Value) && json.Unmarshal(mem.Value, &m.MsgID) != nil {
+			if !isNull(mem.Value) && !decodeString(mem.Value, &m.MsgID) {
 				problems = append(problems, "_msg_id is not a string")
 			}
 		case mem.Key == "_reply_q":
-			if !isNull(mem.Value) && json.Unmarshal(mem.Value, &m.ReplyQ) != nil {
+			if !isNull(mem.Value) && !decodeString(mem.Value, &m.ReplyQ) {
 				problems = append(problems, "_reply_q is not a string")
 			}
 		case mem.Key == "_timeout":
@@ -187,7 +187,7 @@ func DecodeMessage(body []byte) (*Message, error) {
 	}
 	if methodRaw == nil || isNull(methodRaw) {
 		problems = append(problems, "no method")
-	} else if json.Unmarshal(methodRaw, &m.Method) != nil {
+	} else if !decodeString(methodRaw, &m.Method) {
 		problems = append(problems, "method is not a string")
 	} else if m.Method == "" {
 		problems = append(problems, "empty method")
@@ -211,6 +211,16 @@ func DecodeMessage(body []byte) (*Message, error) {
 		return nil, &DecodeError{Reason: strings.Join(problems, "; "), Partial: m}
 	}
 	return m, nil
+}
+
+// decodeString sets *dst to the JSON string literal raw, as json.Unmarshal would, without its
+// reflection (a decode sets half a dozen of them); it reports false if raw is not a string.
+func decodeString(raw []byte, dst *string) bool {
+	b, ok := unquoteJSONString(bytes.TrimSpace(raw))
+	if ok {
+		*dst = string(b)
+	}
+	return ok
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
