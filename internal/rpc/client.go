@@ -137,7 +137,7 @@ func newMessage(method string, args any, rctx *Context) (*Message, error) {
 		}
 		raw = b
 	}
-	if _, err := splitObject(raw); errors.Is(err, errNotObject) && json.Valid(raw) {
+	if _, err := splitObject(raw); notAnObject(raw, err) {
 		return nil, errors.New("rpc: args must be a JSON object")
 	} else if err != nil {
 		return nil, errors.New("rpc: args are not valid JSON")

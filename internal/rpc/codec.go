@@ -74,7 +74,7 @@ func decodeErr(partial *Message, format string, a ...any) *DecodeError {
 func unwrapEnvelope(body []byte) ([]member, string, error) {
 	members, err := splitObject(body)
 	if err != nil {
-		if errors.Is(err, errNotObject) && json.Valid(body) {
+		if notAnObject(body, err) {
 			return nil, "", errors.New("body is not a JSON object")
 		}
 		return nil, "", errors.New("body is not valid JSON")
@@ -103,7 +103,7 @@ func unwrapEnvelope(body []byte) ([]member, string, error) {
 		return nil, "", errors.New("oslo.message is not a JSON string")
 	}
 	if members, err = splitObject(inner); err != nil {
-		if errors.Is(err, errNotObject) && json.Valid(inner) {
+		if notAnObject(inner, err) {
 			return nil, "", errors.New("oslo.message is not a JSON object")
 		}
 		return nil, "", errors.New("oslo.message is not valid JSON")

@@ -382,6 +382,12 @@ func split(raw []byte, validate bool) ([]member, error) {
 // valid JSON: callers that report the difference ask json.Valid on this rare path).
 var errNotObject = errors.New("not a JSON object")
 
+// notAnObject tells, for an input splitObject refused with err, a valid JSON value that is not an
+// object from invalid JSON (json.Valid runs only on this rare path).
+func notAnObject(raw []byte, err error) bool {
+	return errors.Is(err, errNotObject) && json.Valid(raw)
+}
+
 // end checks, when validating, that only white space follows the top-level value.
 func (s *pyScanner) end(validate bool) error {
 	if !validate {
