@@ -4,6 +4,8 @@
 #   BENCHTIME (2s)          -benchtime of the micro-benchmarks
 #   BENCH_SCALE_CLUSTERS    N of the scale harness (default: the Makefile's SCALE_CLUSTERS, 100)
 #   BENCH_SCALE_SOAK        its soak of steady churn (default: none; 30m is issue 16's)
+#   BENCH_SCALE_KEYS (800)  the bridge's pregenerated key pool in the harness: an operator who expects
+#                           bursts of 200 creates sizes it for them (4 keys a create); empty: the default, 32
 #   BENCH_PEER_CLUSTERS (5) creates per conductor in the side by side; BENCH_PEER=0 leaves it out
 # The side by side needs `make up`; without the stack it is left out and the table says so.
 set -euo pipefail
@@ -50,6 +52,7 @@ fi
 scale_args=()
 [[ -n ${BENCH_SCALE_CLUSTERS:-} ]] && scale_args+=(SCALE_CLUSTERS="$BENCH_SCALE_CLUSTERS")
 [[ -n ${BENCH_SCALE_SOAK:-} ]] && scale_args+=(SCALE_SOAK="$BENCH_SCALE_SOAK")
+[[ -n ${BENCH_SCALE_KEYS-800} ]] && scale_args+=(SCALE_KEYS="${BENCH_SCALE_KEYS-800}")
 commands+=("make bench-scale ${scale_args[*]}")
 # A run that fails still ends with the table (its rows so far, and a row naming the failure); the
 # script exits non-zero after it.

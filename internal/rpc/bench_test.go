@@ -281,6 +281,64 @@ func rawRoundTrip(b *testing.B, defaultExchange bool) {
 	reportPercentiles(b, lat)
 }
 
+// BenchmarkRawAMQPRoundTripServerShaped is the raw round trip shaped like our server, to measure
+// what its shape costs apart from its code: the consumer hands each delivery to a worker goroutine
+// (ours must, to serialise per cluster and retry without blocking intake), and the worker publishes
+// the confirmed reply on a second connection (ours publishes replies on the publisher's connection,
+// which outlives consuming sessions) before it acknowledges the request on the first.
+func BenchmarkRawAMQPRoundTripServerShaped(b *testing.B) {
+	m := benchCall(b)
+	m.UniqueID, m.MsgID, m.ReplyQ = newUUIDHex(), newUUIDHex(), "reply_x"
+	body, err := EncodeMessage(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	replyBody, _ := EncodeReply(&Reply{Result: benchCert, Ending: true, MsgID: m.MsgID, UniqueID: newUUIDHex()})
+	replyCh, err := sharedBroker(b).Dial(b).Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := replyCh.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	work, done := make(chan amqp.Delivery, 16), make(chan struct{})
+	b.Cleanup(func() { close(done) })
+	var r *rawLoop
+	r = newRawLoop(b, sharedBroker(b), true, false, func(d amqp.Delivery, _ *amqp.Channel) {
+		select {
+		case work <- d:
+		case <-done:
+		}
+	})
+	go func() {
+		for {
+			select {
+			case d := <-work:
+				_ = r.publish(replyCh, r.replyQ, replyBody, true)
+				_ = d.Ack(false)
+			case <-done:
+				return
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := r.sendRequest(body); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-r.replies:
+		case <-time.After(10 * time.Second):
+			b.Fatal("no raw reply")
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat)
+}
+
 func BenchmarkRawAMQPThroughput(b *testing.B) { rawThroughput(b, false) }
 
 // BenchmarkRawAMQPThroughputDefaultExchange is the raw cast loop without the topic exchange's
