@@ -49,7 +49,7 @@ type Node struct {
 	Token string
 	// KubernetesVersion is the init's ClusterConfiguration version ("" for joins).
 	KubernetesVersion string
-	// Labels and Taints are what the kubelet registers the Node with.
+	// Labels and Taints are what the kubelet registers the Node with (taints as key[=value]:effect).
 	Labels map[string]string
 	Taints []string
 	// CA and EtcdCA are the cluster's CAs written for kubeadm: the init and control-plane joins carry
@@ -171,7 +171,11 @@ func Parse(userData string, srv Server) (*Node, error) {
 	}
 	if reg.Taints != nil {
 		for _, t := range *reg.Taints {
-			n.Taints = append(n.Taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
+			taint := t.Key // the kubelet's --register-with-taints form, key[=value]:effect
+			if t.Value != "" {
+				taint += "=" + t.Value
+			}
+			n.Taints = append(n.Taints, taint+":"+string(t.Effect))
 		}
 	}
 	return n, nil

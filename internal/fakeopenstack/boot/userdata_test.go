@@ -100,7 +100,7 @@ func TestParseKubeadmUserData(t *testing.T) {
 			assert.Equal(t, endpoint, n.Endpoint)
 			assert.Equal(t, "v"+version, n.KubernetesVersion)
 			assert.Equal(t, map[string]string{"magnum.openstack.org/role": "master"}, n.Labels)
-			assert.Equal(t, []string{"node-role.kubernetes.io/control-plane=:NoSchedule"}, n.Taints)
+			assert.Equal(t, []string{"node-role.kubernetes.io/control-plane:NoSchedule"}, n.Taints)
 			assert.Empty(t, n.Token)
 			ca := certs.GetByPurpose(secret.ClusterCA).KeyPair
 			assert.Equal(t, ca.Cert, n.CA.Cert)
