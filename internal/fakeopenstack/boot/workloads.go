@@ -41,7 +41,6 @@ type Workloads struct {
 }
 
 type workload struct {
-	endpoint string
 	listener net.Listener
 	apiCert  *tls.Certificate
 }
@@ -121,7 +120,7 @@ func (w *Workloads) Serve(endpoint string, ca KeyPair) error {
 		return err
 	}
 	w.mgr.AddResourceGroup(endpoint)
-	w.clusters[endpoint] = &workload{endpoint: endpoint, listener: l, apiCert: cert}
+	w.clusters[endpoint] = &workload{listener: l, apiCert: cert}
 	go func() { _ = w.server.ServeTLS(l, "", "") }()
 	return nil
 }
