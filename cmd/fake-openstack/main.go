@@ -2,11 +2,12 @@
 // validates cluster templates and clusters, from seed data, on three loopback listeners. It is part of
 // the local development stack (deploy/local/openstack/up.sh), not of the bridge. It also keeps Nova
 // server groups in memory, per project; with --keystone-url the project is the one of the request's
-// token, validated with that Keystone.
+// token, validated with that Keystone. With --boot, servers boot their kubeadm user data into nodes of
+// simulated workload clusters (internal/fakeopenstack/boot).
 //
 //	fake-openstack [--image-listen 127.0.0.1:9292] [--compute-listen 127.0.0.1:8774]
 //	               [--network-listen 127.0.0.1:9696] [--seed extra.json] [--request-log file.jsonl]
-//	               [--keystone-url http://127.0.0.1:5000/v3]
+//	               [--keystone-url http://127.0.0.1:5000/v3] [--boot --public-cidr 127.24.4.0/24]
 //	fake-openstack --print-seed [--seed extra.json]
 package main
 
@@ -26,7 +27,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack/boot"
 )
 
 func main() {
@@ -52,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	seedPath := fs.String("seed", "", "JSON seed file that extends or overrides the built-in seed (same shape as --print-seed)")
 	requestLog := fs.String("request-log", "", "append every request as a JSON line to this file (\"-\" for stdout)")
 	printSeed := fs.Bool("print-seed", false, "print the effective seed as JSON and exit")
+	bootNodes := fs.Bool("boot", false, "servers whose user data holds a kubeadm configuration boot into nodes of simulated workload clusters, whose API answers at the cluster's endpoint (an address this machine can bind, see --public-cidr)")
+	publicCIDR := fs.String("public-cidr", "", "CIDR of the external network's subnet (default 172.24.4.0/24); floating IPs come from it, e.g. 127.24.4.0/24 so that a workload cluster's API can answer on its floating IP")
 	keystoneURL := fs.String("keystone-url", "", "Keystone v3 URL that validates the tokens of the server-group routes, whose state is kept per project; empty: every token shares one project")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,6 +74,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		if seed, err = fakeopenstack.LoadSeed(data); err != nil {
 			return fmt.Errorf("%s: %w", *seedPath, err)
+		}
+	}
+	if *publicCIDR != "" {
+		if err := seed.SetPublicCIDR(*publicCIDR); err != nil {
+			return fmt.Errorf("--public-cidr: %w", err)
 		}
 	}
 	if *printSeed {
@@ -99,6 +110,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		opts = append(opts, fakeopenstack.WithCallers(fakeopenstack.KeystoneCallers(*keystoneURL, nil)))
 	}
 	opts = append(opts, fakeopenstack.WithInstanceQuota(*instanceQuota))
+	if *bootNodes {
+		workloads, err := boot.NewWorkloads(context.Background(), logr.FromSlogHandler(logger.Handler()))
+		if err != nil {
+			return err
+		}
+		defer workloads.Close()
+		opts = append(opts, fakeopenstack.WithBoot(workloads, logger))
+	}
 	cloud, err := fakeopenstack.New(seed, opts...)
 	if err != nil {
 		return err

@@ -45,6 +45,8 @@ type Cloud struct {
 
 	// The simulated Neutron, Nova server and Octavia resources (simstate.go).
 	sim simState
+	// What servers boot into (booting.go); nil: nothing boots.
+	boot *booting
 
 	// flavorsMu guards seed.Flavors, which POST/DELETE /flavors change (flavors.go).
 	flavorsMu sync.RWMutex

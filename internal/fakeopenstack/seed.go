@@ -11,7 +11,8 @@
 // groups and rules, ports, floating IPs, servers, server groups, volumes, load balancers with listeners,
 // pools, members and monitors — in memory, per project, with Nova's instance quota. Every one of
 // its routes requires a token, validated with Keystone (KeystoneCallers; without it every token
-// shares one project). Nothing boots: servers and load balancers are ACTIVE at once. docs/
+// shares one project). Servers and load balancers are ACTIVE at once; with WithBoot a server's kubeadm
+// user data makes it a node of a simulated workload cluster (package boot). docs/
 // openstack-simulator.md lists what is simulated and where it differs from OpenStack.
 //
 // Every request is logged (with the caller's project and application credential, never the token);
@@ -27,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -297,4 +299,20 @@ func LoadSeed(data []byte) (Seed, error) {
 		return Seed{}, fmt.Errorf("seed: %w", err)
 	}
 	return merged, nil
+}
+
+// SetPublicCIDR moves the external network's subnet (and so its floating IPs) to cidr, its gateway
+// the first address.
+func (s *Seed) SetPublicCIDR(cidr string) error {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() {
+		return fmt.Errorf("%q is not an IPv4 CIDR", cidr)
+	}
+	for i := range s.Subnets {
+		if s.Subnets[i].ID == PublicSubnetID {
+			s.Subnets[i].CIDR, s.Subnets[i].GatewayIP = p.Masked().String(), p.Masked().Addr().Next().String()
+			return nil
+		}
+	}
+	return errors.New("the seed has no public subnet")
 }

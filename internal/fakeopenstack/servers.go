@@ -212,6 +212,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	if groupID != "" {
 		c.groups.addMember(caller.ProjectID, groupID, id)
 	}
+	c.boot.start(id, name, userData, c.imageByID(imageID))
 	w.Header().Set("Location", "http://"+r.Host+"/v2.1/servers/"+id)
 	writeJSON(w, http.StatusAccepted, map[string]any{"server": map[string]any{
 		"id": id, "links": serverLinks(r, id), "OS-DCF:diskConfig": "MANUAL",
@@ -409,6 +410,7 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request) {
 		c.groups.removeMember(caller.ProjectID, g, str(s, "id"))
 	}
 	c.sim.coll("servers").remove(str(s, "id"))
+	c.boot.stop(str(s, "id"))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -547,4 +549,14 @@ func (c *Cloud) updateQuotaSet(w http.ResponseWriter, r *http.Request) {
 func anySlice(v any) []any {
 	l, _ := v.([]any)
 	return l
+}
+
+// imageByID is the seed's image (zero if unknown: volume-booted servers name none).
+func (c *Cloud) imageByID(id string) Image {
+	for _, img := range c.seed.Images {
+		if img.ID == id {
+			return img
+		}
+	}
+	return Image{}
 }

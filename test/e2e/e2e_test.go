@@ -220,6 +220,11 @@ func waitGone(t *testing.T, cloud, id string, timeout time.Duration) {
 // createTemplate creates a template of the default image; extra are more `template create` options.
 func createTemplate(t *testing.T, cloud string, extra ...string) string {
 	t.Helper()
+	return createTemplateWithImage(t, cloud, image, extra...)
+}
+
+func createTemplateWithImage(t *testing.T, cloud, image string, extra ...string) string {
+	t.Helper()
 	name := "e2e-" + suffix()
 	mustOpenstack(t, cloud, append([]string{"coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", image,
 		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default"}, extra...)...)

@@ -7,12 +7,17 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack/boot"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 // The local stack's OpenStack simulator (deploy/local/openstack, docs/openstack-simulator.md): the
@@ -28,9 +33,12 @@ var (
 // TestOpenStackFlavorOnTheSimulator: a template with capi_infrastructure=openstack makes the real CAPO
 // controllers build the cluster in the tenant's project of the OpenStack simulator — network,
 // subnet, router, security groups, the API floating IP, a server per machine with the template's
-// flavor, image, keypair, availability zone, server group and user-data. Nothing boots, so the
-// create ends CREATE_FAILED at its create_timeout naming the machines without a node; the delete
-// leaves the project as it found it and takes the cluster's application credentials with it.
+// flavor, image, keypair, availability zone, server group and user-data. The simulator boots each
+// server's kubeadm user data into a node of a simulated workload cluster answering on the API
+// floating IP, so the create completes. Then: credential_rotate (CAPO's next requests carry the new
+// application credential; the old one is refused), a node group create (one more server), a resize
+// with nodes_to_remove (exactly that server goes), the node group's delete, and the cluster's delete,
+// which leaves the project as it found it and takes the cluster's application credentials with it.
 func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
@@ -41,7 +49,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	tmpl := createTemplate(t, cloudDemo, "--labels", "capi_infrastructure=openstack,availability_zone=nova,server_group_policies=anti-affinity")
 	start := time.Now()
 	name := "os-" + suffix()
-	id := createCluster(t, cloudDemo, tmpl, name, "--node-count", "1", "--timeout", "4")
+	id := createCluster(t, cloudDemo, tmpl, name, "--node-count", "1", "--timeout", "15")
 
 	// What CAPO built, read from the simulator (not from CAPI objects).
 	var servers []simServer
@@ -82,9 +90,13 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	require.True(t, slices.ContainsFunc(groupNames, func(n string) bool { return strings.HasSuffix(n, "-secgroup-worker") }), "%v", groupNames)
 	require.True(t, apiOpen, "no security group opens the API port 6443: %v", groupNames)
 
+	// Every server boots: the create completes.
+	c := waitStatus(t, cloudDemo, id, 12*time.Minute, "CREATE_COMPLETE")
+	timed(t, "openstack: create → CREATE_COMPLETE", start)
+	requireNodesAreServers(t, tok.id, id)
+
 	// One server per machine that has its bootstrap data, with what the template and its labels
-	// asked for. (Workers never get theirs: kubeadm's join data waits for an initialized control
-	// plane, and nothing boots.)
+	// asked for.
 	booted := func() []string {
 		var names []string
 		for _, m := range clusterMachines(t, id) {
@@ -134,8 +146,16 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 		require.NotEmpty(t, inGroup, "server %s is in no server group: %+v", s.Name, serverGroups.Groups)
 		userData, err := base64.StdEncoding.DecodeString(s.UserData)
 		require.NoError(t, err)
-		for _, want := range []string{"kubeadm", "cloud-provider", "external"} {
-			require.Contains(t, string(userData), want, "user-data of %s", s.Name)
+		require.Contains(t, string(userData), "cloud-provider", "user-data of %s", s.Name)
+		require.Contains(t, string(userData), "external", "user-data of %s", s.Name)
+		// What kubeadm makes of it, read as cloud-init and kubeadm would.
+		node, err := boot.Parse(s.UserData, boot.Server{ID: s.ID, Name: s.Name})
+		require.NoError(t, err, "user-data of %s", s.Name)
+		require.Equal(t, isControlPlane, node.Role != boot.RoleJoinWorker, "kubeadm role of %s: %s", s.Name, node.Role)
+		require.Equal(t, "openstack:///"+s.ID, node.ProviderID, s.Name)
+		require.Equal(t, strings.TrimPrefix(strings.TrimSuffix(c.APIAddress, "/"), "https://"), node.Endpoint, s.Name)
+		if isControlPlane {
+			require.Contains(t, node.Taints, "node-role.kubernetes.io/control-plane:NoSchedule", s.Name)
 		}
 	}
 	// An operator reads the same with the OpenStack CLI.
@@ -144,21 +164,66 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 		require.NotEmpty(t, strings.TrimSpace(out), "openstack %s", strings.Join(args, " "))
 	}
 
-	// Nothing boots: the create fails at its create_timeout, naming what has no node.
-	c := waitStatus(t, cloudDemo, id, 7*time.Minute, "CREATE_FAILED")
-	timed(t, "openstack: create → CREATE_FAILED (create_timeout 4 min)", start)
-	t.Logf("status_reason: %s", c.StatusReason)
-	require.Contains(t, c.StatusReason, "create_timeout")
-	// Named: the machines whose server is up and never got a node (workers have no server yet:
-	// their bootstrap waits for an initialized control plane, which needs a node).
-	named := 0
-	for _, m := range clusterMachines(t, id) {
-		if m.Status.NodeRef.Name == "" && conditionIs(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionTrue) {
-			require.Contains(t, c.StatusReason, m.Name, "the reason names the machine provisioned without a node")
-			named++
+	// credential_rotate: the old CAPO credential stops working, and what CAPO asks the cloud for
+	// next (the node group below) it asks with the new one.
+	ns := templates.NamespaceFor("magnum-", c.ProjectID)
+	oldCAPO := secretData(t, ns, c.StackID+"-cloud-config")
+	oldID, newID := credentialID(t, "magnum-"+id+"-capo"), ""
+	require.True(t, slices.ContainsFunc(simulatorRequests(t, tok.projectID), func(r fakeopenstack.Request) bool {
+		return r.ApplicationCredentialID == oldID
+	}), "CAPO built the cluster with its application credential %s", oldID)
+	rotateCredentials(t, id, c)
+	newID = credentialID(t, "magnum-"+id+"-capo-r1")
+	_, err := issueToken(t, oldCAPO["clouds.yaml"])
+	require.Error(t, err, "the rotated-out CAPO credential still works")
+	rotated := time.Now()
+
+	// A node group: one more server, booted into one more node.
+	start = time.Now()
+	mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", id, "extra", "--node-count", "2")
+	waitNodeGroup(t, id, "extra", "CREATE_COMPLETE")
+	waitStatus(t, cloudDemo, id, 6*time.Minute, "UPDATE_COMPLETE")
+	timed(t, "openstack: nodegroup create (2 nodes) → CREATE_COMPLETE", start)
+	extra := func() []simServer {
+		return slices.DeleteFunc(projectServers(t, tok.id), func(s simServer) bool { return !strings.Contains(s.Name, "-extra-") })
+	}
+	require.Len(t, extra(), 2, "the node group's servers")
+	requireNodesAreServers(t, tok.id, id)
+	var withNew, withOld int
+	for _, r := range simulatorRequests(t, tok.projectID) {
+		if r.Time.After(rotated) && r.Method == http.MethodPost && r.Path == "/v2.1/servers" {
+			switch r.ApplicationCredentialID {
+			case newID:
+				withNew++
+			case oldID:
+				withOld++
+			}
 		}
 	}
-	require.NotZero(t, named, "no machine has a server without a node: %s", c.StatusReason)
+	require.Equal(t, 2, withNew, "CAPO created the node group's servers with the rotated credential %s", newID)
+	require.Zero(t, withOld, "a server created with the rotated-out credential")
+
+	// Resize with nodes_to_remove: exactly that server goes.
+	victim := extra()[0]
+	start = time.Now()
+	mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", id, "1", "--nodegroup", "extra", "--nodes-to-remove", victim.Name)
+	waitNodeGroup(t, id, "extra", "UPDATE_COMPLETE")
+	waitStatus(t, cloudDemo, id, 6*time.Minute, "UPDATE_COMPLETE")
+	timed(t, "openstack: resize extra 1 --nodes-to-remove → UPDATE_COMPLETE", start)
+	left := extra()
+	require.Len(t, left, 1)
+	require.NotEqual(t, victim.ID, left[0].ID, "the named server is the one removed")
+	requireNodesAreServers(t, tok.id, id)
+
+	// The node group's delete takes its server.
+	start = time.Now()
+	mustOpenstack(t, cloudDemo, "coe", "nodegroup", "delete", id, "extra")
+	require.Eventually(t, func() bool {
+		_, err := showNodeGroup(t, id, "extra")
+		return err != nil && len(extra()) == 0
+	}, 5*time.Minute, 3*time.Second, "the node group and its server are gone")
+	timed(t, "openstack: nodegroup delete → gone", start)
+	requireNodesAreServers(t, tok.id, id)
 
 	// The delete leaves nothing of the cluster in the project, nor its credentials.
 	require.NotEmpty(t, credentialNames(t, id))
@@ -196,6 +261,77 @@ func TestOpenStackQuotaRefusalIsNamed(t *testing.T) {
 	mustOpenstack(t, cloudAlt, "coe", "cluster", "delete", id)
 	waitGone(t, cloudAlt, id, 5*time.Minute)
 	require.Equal(t, before, projectResources(t, alt.projectID), "the delete left resources in the project")
+}
+
+// TestOpenStackNodesThatNeverJoinAreNamed: servers whose image never boots stay ACTIVE with no node
+// (the local stack's image ubuntu-2404-kube-v1.36.3-noboot); the create fails at its create_timeout
+// naming the machines provisioned without a node — what an operator sees when an image does not boot —
+// and the delete leaves the project as it found it. (The admin project, after the load balancer
+// test's cluster is gone: each compares its whole project before and after.)
+func TestOpenStackNodesThatNeverJoinAreNamed(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	cloud := cloudAdmin
+	tok := tokenOf(t, cloud)
+	adminProject.Lock()
+	defer adminProject.Unlock()
+	before := projectResources(t, tok.projectID)
+	tmpl := createTemplateWithImage(t, cloud, "ubuntu-2404-kube-v1.36.3-noboot", "--labels", "capi_infrastructure=openstack")
+	start := time.Now()
+	id := createCluster(t, cloud, tmpl, "osnb-"+suffix(), "--node-count", "1", "--timeout", "3")
+	c := waitStatus(t, cloud, id, 7*time.Minute, "CREATE_FAILED")
+	timed(t, "openstack: create, nodes never join → CREATE_FAILED (create_timeout 3 min)", start)
+	t.Logf("status_reason: %s", c.StatusReason)
+	require.Contains(t, c.StatusReason, "create_timeout")
+	named := 0
+	for _, m := range clusterMachines(t, id) {
+		if m.Status.NodeRef.Name == "" && conditionIs(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionTrue) {
+			require.Contains(t, c.StatusReason, m.Name, "the reason names the machine provisioned without a node")
+			named++
+		}
+	}
+	require.NotZero(t, named, "no machine has a server without a node: %s", c.StatusReason)
+	require.NotEmpty(t, projectServers(t, tok.id), "the servers are there, ACTIVE")
+
+	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
+	waitGone(t, cloud, id, 5*time.Minute)
+	require.Equal(t, before, projectResources(t, tok.projectID), "the delete left resources in the project")
+}
+
+// adminProject serialises the OpenStack-flavor tests that compare the admin project's resources
+// before and after.
+var adminProject sync.Mutex
+
+// requireNodesAreServers: the workload cluster's nodes are exactly the project's servers (the
+// kubelet registers the server's name, lowercased).
+func requireNodesAreServers(t *testing.T, token, clusterUUID string) {
+	t.Helper()
+	var names []string
+	for _, s := range projectServers(t, token) {
+		names = append(names, strings.ToLower(s.Name))
+	}
+	require.Eventually(t, func() bool {
+		nodes := workloadNodes(t, clusterUUID)
+		slices.Sort(nodes)
+		slices.Sort(names)
+		return slices.Equal(nodes, names)
+	}, time.Minute, 2*time.Second, "nodes %v, servers %v", workloadNodes(t, clusterUUID), names)
+}
+
+// simulatorRequests are the simulator's recent requests made with the project's tokens.
+func simulatorRequests(t *testing.T, projectID string) []fakeopenstack.Request {
+	t.Helper()
+	var out struct {
+		Requests []fakeopenstack.Request `json:"requests"`
+	}
+	simulatorGET(t, "", simulatorInspect+"/requests?project_id="+projectID, &out)
+	return out.Requests
+}
+
+// credentialID is the id of the demo user's application credential of that name.
+func credentialID(t *testing.T, name string) string {
+	t.Helper()
+	return strings.TrimSpace(mustOpenstack(t, cloudDemo, "application", "credential", "show", name, "-f", "value", "-c", "id"))
 }
 
 type simServer struct {
@@ -276,6 +412,8 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 	t.Parallel()
 	cloud := cloudAdmin
 	tok := tokenOf(t, cloud)
+	adminProject.Lock()
+	defer adminProject.Unlock()
 	net, subnet := "e2e-fixed-"+suffix(), "e2e-fixed-subnet-"+suffix()
 	netID := strings.TrimSpace(mustOpenstack(t, cloud, "network", "create", net, "-f", "value", "-c", "id"))
 	subnetID := strings.TrimSpace(mustOpenstack(t, cloud, "subnet", "create", subnet, "--network", net,

@@ -229,7 +229,8 @@ install_file "$TMP/fake-openstack" "$FAKE_BIN" 755 root:root && FAKE_CHANGED=1
 FAKE_ARGS=(--image-listen "$MCB_HOST:$FAKE_IMAGE_PORT" --compute-listen "$MCB_HOST:$FAKE_COMPUTE_PORT"
 	--network-listen "$MCB_HOST:$FAKE_NETWORK_PORT" --request-log "$MCB_LOG_DIR/fake-openstack-requests.jsonl"
 	--load-balancer-listen "$MCB_HOST:$FAKE_LB_PORT" --inspect-listen "$MCB_HOST:$FAKE_INSPECT_PORT"
-	--volume-listen "$MCB_HOST:$FAKE_VOLUME_PORT" --instance-quota "$FAKE_INSTANCE_QUOTA" --keystone-url "$KEYSTONE_URL")
+	--volume-listen "$MCB_HOST:$FAKE_VOLUME_PORT" --instance-quota "$FAKE_INSTANCE_QUOTA" --keystone-url "$KEYSTONE_URL"
+	--boot --public-cidr "$FAKE_PUBLIC_CIDR")
 if [ -n "$FAKE_OPENSTACK_SEED" ]; then
 	"$FAKE_BIN" --seed "$FAKE_OPENSTACK_SEED" --print-seed >/dev/null || die "bad seed $FAKE_OPENSTACK_SEED"
 	install_file "$FAKE_OPENSTACK_SEED" "$MCB_ETC_DIR/fake-openstack-seed.json" 644 root:root && FAKE_CHANGED=1

@@ -38,11 +38,17 @@ type Workloads struct {
 
 	mu       sync.RWMutex
 	clusters map[string]*workload // by endpoint, host:port
+	nodes    map[string]booted    // by server ID
+	extra    extraStore
 }
 
 type workload struct {
 	listener net.Listener
 	apiCert  *tls.Certificate
+	// etcdCert answers the etcd clients CAPI's kubeadm control plane provider reaches through the
+	// API server's port-forward (TLS server name etcd-<node>); signed by the cluster's etcd CA.
+	etcdCert *tls.Certificate
+	version  string // the Kubernetes version kubeadm init was given
 }
 
 // NewWorkloads starts the store; Close stops every endpoint.
@@ -53,7 +59,7 @@ func NewWorkloads(ctx context.Context, log logr.Logger) (*Workloads, error) {
 			return nil, err
 		}
 	}
-	w := &Workloads{mgr: inmemoryruntime.NewManager(scheme), clusters: map[string]*workload{}}
+	w := &Workloads{mgr: inmemoryruntime.NewManager(scheme), clusters: map[string]*workload{}, nodes: map[string]booted{}}
 	if err := w.mgr.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -66,7 +72,9 @@ func NewWorkloads(ctx context.Context, log logr.Logger) (*Workloads, error) {
 				etcd.ServeHTTP(rw, r)
 				return
 			}
-			api.ServeHTTP(rw, r)
+			if !w.serveExtraKinds(rw, r, api) {
+				api.ServeHTTP(rw, r)
+			}
 		}),
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: w.certificate},
 	}
@@ -92,6 +100,9 @@ func (w *Workloads) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 	if !ok {
 		return nil, fmt.Errorf("no workload cluster serves %s", local)
 	}
+	if strings.HasPrefix(hello.ServerName, "etcd-") && c.etcdCert != nil {
+		return c.etcdCert, nil
+	}
 	return c.apiCert, nil
 }
 
@@ -111,7 +122,7 @@ func (w *Workloads) Serve(endpoint string, ca KeyPair) error {
 	if _, ok := w.clusters[endpoint]; ok {
 		return nil
 	}
-	cert, err := servingCertificate(ca, ip)
+	cert, err := servingCertificate(ca, "kube-apiserver", ip)
 	if err != nil {
 		return fmt.Errorf("endpoint %s: %w", endpoint, err)
 	}
@@ -142,6 +153,7 @@ func (w *Workloads) Stop(endpoint string) {
 	if ok {
 		_ = c.listener.Close()
 		w.mgr.DeleteResourceGroup(endpoint)
+		w.extra.forget(endpoint)
 	}
 }
 
@@ -153,9 +165,9 @@ func (w *Workloads) Close() error {
 	return w.server.Close()
 }
 
-// servingCertificate makes the API server's certificate for ip, as kubeadm would: signed by the
-// cluster's CA, for the endpoint's address and the in-cluster names.
-func servingCertificate(ca KeyPair, ip net.IP) (*tls.Certificate, error) {
+// servingCertificate makes a serving certificate as kubeadm would: signed by ca, for the endpoint's
+// address (if any) and the API server's in-cluster names.
+func servingCertificate(ca KeyPair, commonName string, ip net.IP) (*tls.Certificate, error) {
 	caCert, err := certs.DecodeCertPEM(ca.Cert)
 	if err != nil || caCert == nil {
 		return nil, errors.Join(errors.New("the cluster's CA certificate is unreadable"), err)
@@ -169,12 +181,14 @@ func servingCertificate(ca KeyPair, ip net.IP) (*tls.Certificate, error) {
 		return nil, err
 	}
 	cfg := certs.Config{
-		CommonName: "kube-apiserver",
+		CommonName: commonName,
 		AltNames: certs.AltNames{
-			IPs:      []net.IP{ip},
 			DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		},
-		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if ip != nil {
+		cfg.AltNames.IPs = []net.IP{ip}
 	}
 	cert, err := cfg.NewSignedCert(key, caCert, caKey)
 	if err != nil {
