@@ -154,9 +154,6 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 		require.Equal(t, isControlPlane, node.Role != boot.RoleJoinWorker, "kubeadm role of %s: %s", s.Name, node.Role)
 		require.Equal(t, "openstack:///"+s.ID, node.ProviderID, s.Name)
 		require.Equal(t, strings.TrimPrefix(strings.TrimSuffix(c.APIAddress, "/"), "https://"), node.Endpoint, s.Name)
-		if isControlPlane {
-			require.Contains(t, node.Taints, "node-role.kubernetes.io/control-plane:NoSchedule", s.Name)
-		}
 	}
 	// An operator reads the same with the OpenStack CLI.
 	for _, args := range [][]string{{"server", "list"}, {"network", "list"}, {"security", "group", "list"}, {"floating", "ip", "list"}} {

@@ -363,6 +363,7 @@ Try it:
   openstack --os-cloud devstack coe cluster create demo-1 --cluster-template k8s-v1.36 \\
       --master-count 1 --node-count 2
   openstack --os-cloud devstack coe cluster list     # empty until magnum-capi-bridge consumes the cast
-Images: ubuntu-2404-kube-v1.35.4, ubuntu-2404-kube-v1.36.3; flavors: m1.small, m1.medium, m1.large;
-external network: public; keypair: default (every user).
+Images: ubuntu-2404-kube-v1.35.4, ubuntu-2404-kube-v1.36.3 (and ubuntu-2404-kube-v1.36.3-noboot, whose
+servers never boot); flavors: m1.small, m1.medium, m1.large; external network: public (floating IPs
+in $FAKE_PUBLIC_CIDR); keypair: default (every user).
 EOF

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -84,6 +85,7 @@ func TestBootNodesJoinACluster(t *testing.T) {
 	require.NoError(t, corev1.AddToScheme(scheme))
 	require.NoError(t, storagev1.AddToScheme(scheme))
 	require.NoError(t, apiregistrationv1.AddToScheme(scheme))
+	require.NoError(t, apiextensionsv1.AddToScheme(scheme))
 	api, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme})
 	require.NoError(t, err)
 	nodes := &corev1.NodeList{}
@@ -114,7 +116,13 @@ func TestBootNodesJoinACluster(t *testing.T) {
 	members := etcdMembers(ctx, t, ep, "cp1", etcdCA.Cert)
 	assert.ElementsMatch(t, []string{"cp0", "cp1"}, members)
 
-	// The kinds the in-memory API lacks and the add-ons carry.
+	// Kinds of the add-ons the in-memory API serves, and those it lacks (served by the simulator).
+	require.NoError(t, api.Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "cinder.csi.openstack.org"}}))
+	require.NoError(t, api.Create(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "ippools.crd.projectcalico.org"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "crd.projectcalico.org", Scope: apiextensionsv1.ClusterScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "ippools", Kind: "IPPool"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}}}}))
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-cinder"}, Provisioner: "cinder.csi.openstack.org"}
 	require.NoError(t, api.Create(ctx, sc))
 	require.Error(t, api.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-cinder"}, Provisioner: "x"}))

@@ -17,7 +17,10 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	inmemoryruntime "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime"
 	"sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/runtime/client"
@@ -54,7 +57,9 @@ type workload struct {
 // NewWorkloads starts the store; Close stops every endpoint.
 func NewWorkloads(ctx context.Context, log logr.Logger) (*Workloads, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme} {
+	// The kinds the in-memory API serves (CAPD registers the same).
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme,
+		storagev1.AddToScheme, apiextensionsv1.AddToScheme, policyv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
