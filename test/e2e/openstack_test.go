@@ -266,12 +266,8 @@ func TestOpenStackQuotaRefusalIsNamed(t *testing.T) {
 // and the delete leaves the project as it found it. (The admin project, after the load balancer
 // test's cluster is gone: each compares its whole project before and after.)
 func TestOpenStackNodesThatNeverJoinAreNamed(t *testing.T) {
-	requireStack(t)
-	t.Parallel()
 	cloud := cloudAdmin
-	tok := tokenOf(t, cloud)
-	adminProject.Lock()
-	defer adminProject.Unlock()
+	tok := adminProjectAlone(t)
 	before := projectResources(t, tok.projectID)
 	tmpl := createTemplateWithImage(t, cloud, "ubuntu-2404-kube-v1.36.3-noboot", "--labels", "capi_infrastructure=openstack")
 	start := time.Now()
@@ -298,6 +294,17 @@ func TestOpenStackNodesThatNeverJoinAreNamed(t *testing.T) {
 // adminProject serialises the OpenStack-flavor tests that compare the admin project's resources
 // before and after.
 var adminProject sync.Mutex
+
+// adminProjectAlone starts a parallel test that has the admin project to itself until its cleanups
+// (its cluster's delete among them) have run.
+func adminProjectAlone(t *testing.T) token {
+	t.Helper()
+	requireStack(t)
+	t.Parallel()
+	adminProject.Lock()
+	t.Cleanup(adminProject.Unlock) // registered first, so run last
+	return tokenOf(t, cloudAdmin)
+}
 
 // requireNodesAreServers: the workload cluster's nodes are exactly the project's servers (the
 // kubelet registers the server's name, lowercased).
@@ -405,12 +412,8 @@ func clusterMachines(t *testing.T, clusterUUID string) []clusterv1.Machine {
 // ports and security groups with it and leaves the tenant's own network alone. (The admin project:
 // the other OpenStack-flavor tests compare demo's and alt_demo's whole projects before and after.)
 func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
-	requireStack(t)
-	t.Parallel()
 	cloud := cloudAdmin
-	tok := tokenOf(t, cloud)
-	adminProject.Lock()
-	defer adminProject.Unlock()
+	tok := adminProjectAlone(t)
 	net, subnet := "e2e-fixed-"+suffix(), "e2e-fixed-subnet-"+suffix()
 	netID := strings.TrimSpace(mustOpenstack(t, cloud, "network", "create", net, "-f", "value", "-c", "id"))
 	subnetID := strings.TrimSpace(mustOpenstack(t, cloud, "subnet", "create", subnet, "--network", net,
