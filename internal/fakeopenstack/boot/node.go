@@ -75,6 +75,9 @@ func (w *Workloads) Boot(ctx context.Context, serverID string, n *Node) error {
 	w.mu.Lock()
 	w.nodes[serverID] = booted{endpoint: n.Endpoint, name: n.Name, controlPlane: controlPlane}
 	w.mu.Unlock()
+	if err := ctx.Err(); err != nil { // the server was deleted while it booted
+		return errors.Join(err, w.Halt(context.WithoutCancel(ctx), serverID))
+	}
 	return nil
 }
 

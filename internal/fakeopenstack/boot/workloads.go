@@ -154,6 +154,11 @@ func (w *Workloads) Stop(endpoint string) {
 	w.mu.Lock()
 	c, ok := w.clusters[endpoint]
 	delete(w.clusters, endpoint)
+	for id, n := range w.nodes { // a later cluster on the same address knows none of them
+		if n.endpoint == endpoint {
+			delete(w.nodes, id)
+		}
+	}
 	w.mu.Unlock()
 	if ok {
 		_ = c.listener.Close()
