@@ -3,7 +3,6 @@ package fakeopenstack
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -131,16 +130,16 @@ func (c *Cloud) createVolume(w http.ResponseWriter, r *http.Request) {
 	imageID := str(in, "imageRef")
 	var imageMeta any = nil
 	if imageID != "" {
-		i := slices.IndexFunc(c.seed.Images, func(img Image) bool { return img.ID == imageID })
-		if i < 0 {
+		img, ok := c.imageByID(imageID)
+		if !ok {
 			cinderError(w, http.StatusBadRequest, fmt.Sprintf("Invalid image identifier or unable to access requested image. (%s)", imageID))
 			return
 		}
-		if c.seed.Images[i].MinDisk > size {
-			cinderError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input received: Volume size %dGB cannot be smaller than the image minDisk size %dGB.", size, c.seed.Images[i].MinDisk))
+		if img.MinDisk > size {
+			cinderError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input received: Volume size %dGB cannot be smaller than the image minDisk size %dGB.", size, img.MinDisk))
 			return
 		}
-		imageMeta = map[string]any{"image_id": imageID, "image_name": c.seed.Images[i].Name}
+		imageMeta = map[string]any{"image_id": imageID, "image_name": img.Name}
 	}
 	az := orDefault(str(in, "availability_zone"), FakeAvailabilityZone)
 	if az != FakeAvailabilityZone {

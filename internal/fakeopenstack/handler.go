@@ -324,11 +324,9 @@ func (c *Cloud) listImages(w http.ResponseWriter, r *http.Request) {
 
 func (c *Cloud) getImage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	for _, img := range c.seed.Images {
-		if img.ID == id {
-			writeJSON(w, http.StatusOK, c.imageDoc(img))
-			return
-		}
+	if img, ok := c.imageByID(id); ok {
+		writeJSON(w, http.StatusOK, c.imageDoc(img))
+		return
 	}
 	notFound(w, ImageService, fmt.Sprintf("No image found with ID %s", id), "")
 }

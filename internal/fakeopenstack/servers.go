@@ -95,7 +95,8 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if imageID != "" && !slices.ContainsFunc(c.seed.Images, func(i Image) bool { return i.ID == imageID }) {
+	image, imageFound := c.imageByID(imageID)
+	if imageID != "" && !imageFound {
 		novaFault(w, http.StatusBadRequest, fmt.Sprintf("Image %s could not be found.", imageID))
 		return
 	}
@@ -212,7 +213,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	if groupID != "" {
 		c.groups.addMember(caller.ProjectID, groupID, id)
 	}
-	c.boot.start(id, name, userData, c.imageByID(imageID))
+	c.boot.start(id, name, userData, image)
 	w.Header().Set("Location", "http://"+r.Host+"/v2.1/servers/"+id)
 	writeJSON(w, http.StatusAccepted, map[string]any{"server": map[string]any{
 		"id": id, "links": serverLinks(r, id), "OS-DCF:diskConfig": "MANUAL",
@@ -551,12 +552,11 @@ func anySlice(v any) []any {
 	return l
 }
 
-// imageByID is the seed's image (zero if unknown: volume-booted servers name none).
-func (c *Cloud) imageByID(id string) Image {
-	for _, img := range c.seed.Images {
-		if img.ID == id {
-			return img
-		}
+// imageByID is the seed's image with that id.
+func (c *Cloud) imageByID(id string) (Image, bool) {
+	i := slices.IndexFunc(c.seed.Images, func(img Image) bool { return img.ID == id })
+	if i < 0 {
+		return Image{}, false
 	}
-	return Image{}
+	return c.seed.Images[i], true
 }
