@@ -38,17 +38,23 @@ var extraKinds = []extraKind{
 	{schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}, "APIService"},
 }
 
-// extraStore holds the extra kinds' objects per endpoint, by resource and name.
+// extraStore holds the extra kinds' objects of each endpoint and resource, by name.
 type extraStore struct {
 	mu   sync.Mutex
-	objs map[string]map[string]map[string]map[string]any
+	objs map[extraKey]map[string]map[string]any
 	rv   int64
 }
+
+type extraKey struct{ endpoint, resource string }
 
 func (s *extraStore) forget(endpoint string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.objs, endpoint)
+	for k := range s.objs {
+		if k.endpoint == endpoint {
+			delete(s.objs, k)
+		}
+	}
 }
 
 // serveExtraKinds answers the discovery documents that must list the extra kinds and the extra
@@ -99,17 +105,14 @@ func (w *Workloads) serveExtraKind(rw http.ResponseWriter, r *http.Request, k ex
 	s := &w.extra
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.objs == nil {
-		s.objs = map[string]map[string]map[string]map[string]any{}
+	key := extraKey{endpoint, k.gvr.Resource}
+	if s.objs[key] == nil {
+		if s.objs == nil {
+			s.objs = map[extraKey]map[string]map[string]any{}
+		}
+		s.objs[key] = map[string]map[string]any{}
 	}
-	if s.objs[endpoint] == nil {
-		s.objs[endpoint] = map[string]map[string]map[string]any{}
-	}
-	objs := s.objs[endpoint][k.gvr.Resource]
-	if objs == nil {
-		objs = map[string]map[string]any{}
-		s.objs[endpoint][k.gvr.Resource] = objs
-	}
+	objs := s.objs[key]
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 4<<20))
 	switch {
 	case r.Method == http.MethodGet && name == "":

@@ -55,8 +55,8 @@ func (w *Workloads) Boot(ctx context.Context, serverID string, n *Node) error {
 	if err != nil {
 		return err
 	}
-	controlPlane := n.Role != RoleJoinWorker
-	if err := createAll(ctx, c, nodeObject(n, controlPlane, w.version(n.Endpoint))); err != nil {
+	controlPlane, version := n.Role != RoleJoinWorker, w.version(n.Endpoint)
+	if err := createAll(ctx, c, nodeObject(n, controlPlane, version)); err != nil {
 		return err
 	}
 	if controlPlane {
@@ -66,7 +66,7 @@ func (w *Workloads) Boot(ctx context.Context, serverID string, n *Node) error {
 		}
 		objs := append([]ctrlclient.Object{etcd}, controlPlanePods(n.Name)...)
 		if n.Role == RoleInit {
-			objs = append(objs, clusterObjects(w.version(n.Endpoint))...)
+			objs = append(objs, clusterObjects(version)...)
 		}
 		if err := createAll(ctx, c, objs...); err != nil {
 			return err
