@@ -25,8 +25,10 @@ var Defaults = map[string]string{
 }
 
 // cloudProviderReleases maps a Kubernetes 1.x minor to the cloud-provider-openstack release for it.
-// A minor newer than the table uses the newest release (its API is the nearest); older than the
-// table is refused (the bridge renders no such cluster).
+// The table's span narrows the versions the bridge builds (KubernetesVersions: a create or upgrade
+// to a version outside it is refused before anything is built). Should one get here all the same,
+// a minor newer than the table uses the newest release (its API is the nearest); older than the
+// table is refused.
 var cloudProviderReleases = map[int]string{
 	30: "v1.30.0", 31: "v1.31.0", 32: "v1.32.0", 33: "v1.33.0", 34: "v1.34.0", 35: "v1.35.0", 36: "v1.36.0",
 }
@@ -65,6 +67,18 @@ var tagLabels = map[string]string{
 	"livenessprobe":            "csi_liveness_probe_tag",
 	"cloud-controller-manager": "cloud_provider_tag", "cinder-csi-plugin": "cinder_csi_plugin_tag",
 	"k8s-keystone-auth": "k8s_keystone_auth_tag",
+}
+
+// KubernetesVersions are the Kubernetes minors the add-on table has releases for. The bridge builds
+// only versions in it and in Cluster API's range (templates.SupportedKubernetesVersions).
+func KubernetesVersions() templates.VersionRange {
+	return templates.MinorRange(fmt.Sprintf("v1.%d", oldestCloudProviderMinor), fmt.Sprintf("v1.%d", newestCloudProviderMinor))
+}
+
+// SupportedKubernetesVersions is the range a cluster's Kubernetes version must lie in: Cluster
+// API's narrowed to the add-on table's. The conductor and the discovery document use it.
+func SupportedKubernetesVersions() templates.VersionRange {
+	return templates.SupportedKubernetesVersions(KubernetesVersions())
 }
 
 // CloudProviderRelease is the cloud-provider-openstack release the bridge pairs with a Kubernetes version.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/compute"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
@@ -271,6 +273,66 @@ func (n novaServerGroups) ReleaseLeftovers(ctx context.Context, cloudsYAML, caCe
 		return nil, err
 	}
 	return c.ReleaseLeftoverFloatingIPs(ctx, clusterResourceName)
+}
+
+// glanceImages implements conductor.Images with internal/compute as the request's user: Glance is
+// found in the token's catalog, in the region and interface the cluster credentials are given (as
+// Nova is for novaServerGroups). An answer is kept for imageCacheTTL per project and image, so a
+// burst of creates from one template asks Glance once; a changed kube_version property counts
+// after at most that long.
+type glanceImages struct {
+	nova novaServerGroups
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cachedImage
+}
+
+type cachedImage struct {
+	img templates.Image
+	at  time.Time
+}
+
+const (
+	imageCacheTTL = time.Minute
+	// imageCacheSize bounds the cache: past it, it starts over.
+	imageCacheSize = 1024
+)
+
+func newGlanceImages(n novaServerGroups) *glanceImages {
+	return &glanceImages{nova: n, now: time.Now, cache: map[string]cachedImage{}}
+}
+
+func (g *glanceImages) FindImage(ctx context.Context, caller *rpc.Context, projectID, ref string) (templates.Image, error) {
+	key := projectID + "\x00" + ref
+	now := g.now()
+	g.mu.Lock()
+	if c, ok := g.cache[key]; ok && now.Sub(c.at) < imageCacheTTL {
+		g.mu.Unlock()
+		return c.img, nil
+	}
+	g.mu.Unlock()
+	c, err := compute.NewFromToken(compute.Token{AuthURL: cmp.Or(caller.AuthURL, g.nova.authURL), Value: caller.AuthToken,
+		Info: caller.AuthTokenInfo, Region: g.nova.region, Interface: g.nova.iface}, g.nova.caCert)
+	if err != nil {
+		return templates.Image{}, err
+	}
+	// Another project's token (an admin's) sees other private images under the same name.
+	if msg := otherProject(c.ProjectID(), projectID); msg != "" {
+		return templates.Image{}, &compute.Error{Op: "act as the request's token", Message: msg}
+	}
+	found, err := c.FindImage(ctx, ref)
+	if err != nil {
+		return templates.Image{}, err
+	}
+	img := templates.Image{Name: found.Name, KubeVersion: found.KubeVersion}
+	g.mu.Lock()
+	if len(g.cache) >= imageCacheSize {
+		clear(g.cache)
+	}
+	g.cache[key] = cachedImage{img: img, at: now}
+	g.mu.Unlock()
+	return img, nil
 }
 
 // otherProject says why a request's token may not act for a cluster of clusterProject ("" when it may).

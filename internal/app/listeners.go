@@ -99,7 +99,8 @@ func tokenWebhookListener(t *TenantViewOptions, log *slog.Logger) (*listener, er
 func discoveryListener(o *Options, st store, cfg *rest.Config, log *slog.Logger) (*listener, error) {
 	d := o.Bridge.Discovery
 	settings := discovery.Settings{Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
-		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, TenantView: o.Bridge.TenantView != nil, Server: d.Server}
+		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, TenantView: o.Bridge.TenantView != nil, Server: d.Server,
+		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch}
 	if settings.Server == "" {
 		settings.Server = cfg.Host
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
@@ -78,6 +79,12 @@ type BridgeOptions struct {
 	// label ([bridge] allowed_infrastructures; default: Flavor alone). They always hold Flavor.
 	AllowedFlavors           []templates.Flavor
 	DefaultKubernetesVersion string
+	// KubernetesVersions are the versions a cluster may get: Cluster API's narrowed to the add-on
+	// table's (addons.SupportedKubernetesVersions; not configurable).
+	KubernetesVersions templates.VersionRange
+	// AllowKubeTagImageMismatch lets a cluster's kube_tag differ from its image's own Kubernetes
+	// version (allow_kube_tag_image_mismatch, default false: refused, as kubeadm would refuse it).
+	AllowKubeTagImageMismatch bool
 	// MagnumRelease presets the object versions replies use until magnum-api's are learned
 	// ("zed" … ; empty: learn only).
 	MagnumRelease string
@@ -239,6 +246,14 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	b.DefaultKubernetesVersion = f.String(bridgeSection, "default_kubernetes_version", "v1.36.3")
 	if _, _, _, err := templates.ParseVersion(b.DefaultKubernetesVersion); err != nil {
 		return nil, &config.Error{Section: bridgeSection, Key: "default_kubernetes_version", Reason: err.Error()}
+	}
+	b.KubernetesVersions = addons.SupportedKubernetesVersions()
+	if !b.KubernetesVersions.Contains(b.DefaultKubernetesVersion) {
+		return nil, &config.Error{Section: bridgeSection, Key: "default_kubernetes_version",
+			Reason: fmt.Sprintf("%s is outside the Kubernetes versions the bridge supports (%s)", b.DefaultKubernetesVersion, b.KubernetesVersions)}
+	}
+	if b.AllowKubeTagImageMismatch, err = f.Bool(bridgeSection, "allow_kube_tag_image_mismatch", false); err != nil {
+		return nil, err
 	}
 	b.MagnumRelease = f.String(bridgeSection, "magnum_release", "")
 	if b.NamespaceQuota, err = capi.ParseNamespaceQuota(f.String(bridgeSection, "namespace_quota", capi.DefaultNamespaceQuota)); err != nil {

@@ -24,7 +24,7 @@ func TestREADMESampleConfigurationParses(t *testing.T) {
 	f, err := config.Parse(string(m[1]))
 	require.NoError(t, err)
 	for _, key := range []string{"kubeconfig", "namespace_prefix", "infrastructure", "default_kubernetes_version", "namespace_quota",
-		"require_admission_policies", "leader_election"} {
+		"require_admission_policies", "leader_election", "allow_kube_tag_image_mismatch"} {
 		v, ok := f.Lookup("bridge", key)
 		require.True(t, ok, key)
 		require.False(t, strings.ContainsAny(v, ";#"), "[bridge] %s = %q carries a comment", key, v)
@@ -33,7 +33,7 @@ func TestREADMESampleConfigurationParses(t *testing.T) {
 	require.Equal(t, "openstack", f.String("bridge", "infrastructure", ""))
 	_, err = capi.ParseNamespaceQuota(f.String("bridge", "namespace_quota", ""))
 	require.NoError(t, err)
-	for _, key := range []string{"require_admission_policies", "leader_election"} {
+	for _, key := range []string{"require_admission_policies", "leader_election", "allow_kube_tag_image_mismatch"} {
 		_, err := f.Bool("bridge", key, false)
 		require.NoError(t, err, key)
 	}

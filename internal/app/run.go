@@ -107,6 +107,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	var creds conductor.CloudCredentials
 	var serverGroups conductor.ServerGroups
 	var floatingIPs conductor.FloatingIPs
+	var images conductor.Images
 	if o.Bridge.Credentials != nil {
 		kc, err := newKeystoneCredentials(o.Bridge.Credentials, log)
 		if err != nil {
@@ -114,8 +115,11 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 		kc.countError = func() { metrics.DependencyError(telemetry.Keystone) }
 		creds = kc
+		nova := newNovaServerGroups(kc)
+		// Glance, for the Kubernetes version check of creates and upgrades, in the same catalog
+		// (region and interface) as Nova; on every flavor: the version matters to each.
+		images = newGlanceImages(nova)
 		if o.Bridge.OffersOpenStack() {
-			nova := newNovaServerGroups(kc)
 			serverGroups, floatingIPs = nova, nova
 		}
 	}
@@ -159,6 +163,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: generate,
+		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch, Images: images,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, FloatingIPs: floatingIPs, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 		Claims: claims,

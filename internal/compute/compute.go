@@ -1,7 +1,8 @@
 // Package compute manages what the bridge creates in Nova for a cluster: the server groups its
 // machines are placed in (labels `server_group_policies`; internal/templates renders the
-// OpenStackMachineTemplates that name them); and it releases the floating IPs CAPO leaves in
-// Neutron when a cluster is deleted (floatingips.go).
+// OpenStackMachineTemplates that name them); it releases the floating IPs CAPO leaves in Neutron
+// when a cluster is deleted (floatingips.go); and it reads a template's image from Glance for the
+// Kubernetes version check of creates and upgrades (images.go).
 //
 // A Client acts as one cluster's application credential, read from the clouds.yaml the bridge
 // stores in the cluster's cloud-config Secret (keystone.RenderCloudsYAML), or as the user of the

@@ -88,6 +88,17 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		c.log.Warn("cluster_create refused: its template no longer exists; no row recorded", "cluster", id, "template", templateID)
 		return nil, invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
 	}
+	if refusal == nil {
+		// Before any write: the labels' values and the Kubernetes version the cluster would get on
+		// its template's image (docs/labels.md, kube_tag). A refusal is recorded as CREATE_FAILED
+		// below and nothing is made, in the management cluster or in Keystone.
+		in := c.renderInput(cl, tmpl, nil, nil)
+		img := c.lookupImage(ctx, req.Context, project, in.Template.ImageID)
+		steps.mark("image")
+		if _, err := templates.Preflight(in, img, c.versionPolicy()); err != nil {
+			refusal = err
+		}
+	}
 	now := c.opts.Now().UTC()
 	cl.Status.Set(magnum.ClusterStatus(CreateInProgress))
 	cl.StatusReason.SetNull()

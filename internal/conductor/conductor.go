@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
@@ -26,6 +27,13 @@ type Options struct {
 	AllowedFlavors           []templates.Flavor
 	NamespacePrefix          string
 	DefaultKubernetesVersion string
+	// KubernetesVersions are the versions a cluster may get (zero: addons.SupportedKubernetesVersions,
+	// Cluster API's narrowed to the add-on table's); AllowKubeTagImageMismatch lets kube_tag differ
+	// from the image's own version ([bridge] allow_kube_tag_image_mismatch).
+	KubernetesVersions        templates.VersionRange
+	AllowKubeTagImageMismatch bool
+	// Images looks a template's image up in Glance for that check; nil: the image's name decides.
+	Images Images
 	// Sign are the [x509] signing options (allowed extensions, key usages, validity).
 	Sign certs.SignOptions
 	// Generate are the [x509] options for new CAs (key size, validity).
@@ -75,6 +83,9 @@ func New(store Store, kube Kube, certManager *certs.Manager, opts Options) *Cond
 	}
 	if opts.Versions == nil {
 		opts.Versions = magnum.NewVersions(nil)
+	}
+	if opts.KubernetesVersions.IsZero() {
+		opts.KubernetesVersions = addons.SupportedKubernetesVersions()
 	}
 	if opts.UpdateTimeout <= 0 {
 		opts.UpdateTimeout = DefaultUpdateTimeout

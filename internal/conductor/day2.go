@@ -340,7 +340,8 @@ func upgradeCheck(from, to string) error {
 
 // ClusterUpgrade implements cluster_upgrade(cluster, cluster_template, max_batch_size, nodegroup): a
 // call magnum-api waits on. Everything is validated before anything changes — the arguments, the
-// target template, the version step, and a server-side dry run of the new topology — so a refusal
+// target template, the version step, the version against the target's image and the supported
+// range (templates.CheckKubernetesVersion), and a server-side dry run of the new topology — so a refusal
 // leaves the cluster as it was (*_COMPLETE). Then the template is switched, the upgraded node groups
 // and the cluster set UPDATE_IN_PROGRESS, the topology applied, and the reply sent; CAPI rolls the
 // control plane, then the workers, max_batch_size new machines at a time per node group.
@@ -406,6 +407,11 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		return nil, magnum.InvalidClusterTemplateForUpgrade(err.Error())
 	}
 	if err := upgradeCheck(cl.CoeVersion.Or(""), newVersion); err != nil {
+		return nil, magnum.InvalidClusterTemplateForUpgrade(err.Error())
+	}
+	// The new template obeys the create's rule: its image must run the version, in the supported range.
+	img := c.lookupImage(ctx, req.Context, cl.ProjectID.Or(""), target.ImageID.Or(""))
+	if _, err := templates.CheckKubernetesVersion(labels, img, c.opts.DefaultKubernetesVersion, c.versionPolicy()); err != nil {
 		return nil, magnum.InvalidClusterTemplateForUpgrade(err.Error())
 	}
 

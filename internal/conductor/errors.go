@@ -43,7 +43,8 @@ var ErrDatabase = errors.New("database error")
 // permanent tells errors retrying cannot fix from transient ones.
 func permanent(err error) bool {
 	var le *templates.LabelError
-	if errors.As(err, &le) || meta.IsNoMatchError(err) {
+	var ve *templates.VersionError
+	if errors.As(err, &le) || errors.As(err, &ve) || meta.IsNoMatchError(err) {
 		return true
 	}
 	var pe *permanentError
@@ -85,6 +86,10 @@ func tenantMessage(err error) (string, bool) {
 	var le *templates.LabelError
 	if errors.As(err, &le) {
 		return le.Error(), true
+	}
+	var ve *templates.VersionError
+	if errors.As(err, &ve) {
+		return ve.Error(), true
 	}
 	var me *magnum.Exception
 	if errors.As(err, &me) {

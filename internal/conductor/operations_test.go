@@ -311,6 +311,9 @@ func TestDayTwoHandlersResumeAfterACrashAtEachWrite(t *testing.T) {
 				id := h.created(2)
 				h.keys.f = h.f
 				if o.name == "upgrade" {
+					// The target, v1.37.1, is past the add-on table (v1.36): these are the upgrade's
+					// mechanics, so the harness accepts what Cluster API v1.14 does.
+					h.c.opts.KubernetesVersions = templates.CAPIKubernetesVersions
 					h.store.mu.Lock()
 					h.store.clusters[id].CoeVersion.Set("v1.36.3")
 					h.store.mu.Unlock()

@@ -160,3 +160,47 @@ func TestSchemaFileIsValidJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, json.Valid(b))
 }
+
+// kubernetes_versions lists exactly what a create would be accepted with: the conductor's check
+// (templates.CheckKubernetesVersion, templates.Preflight) on every public image and template.
+func TestKubernetesVersionsAreWhatACreateAccepts(t *testing.T) {
+	f := seedFacts()
+	f.Images = append(f.Images,
+		Image{ID: "i5", Name: "ubuntu-2204-kube-v1.29.6", OSDistro: "ubuntu", KubeVersion: "v1.29.6"}, // older than Cluster API v1.14's
+		Image{ID: "i6", Name: "ubuntu-2404-kube-v1.37.1", OSDistro: "ubuntu"})                         // newer than the add-on table
+	f.Templates = []Template{
+		{Name: "k8s-v1.36", ImageID: "i2", COE: "kubernetes"},
+		{Name: "by-name", ImageID: "ubuntu-2404-kube-v1.35.4", COE: "kubernetes"},
+		{Name: "by-id-with-its-tag", ImageID: "i1", COE: "kubernetes", Labels: map[string]string{"kube_tag": "v1.35.4"}},
+		{Name: "by-id-default", ImageID: "i1", COE: "kubernetes"}, // the default v1.36.3 on a v1.35.4 image
+		{Name: "mismatch", ImageID: "i2", COE: "kubernetes", Labels: map[string]string{"kube_tag": "v1.35.4"}},
+		{Name: "future", ImageID: "i4", COE: "kubernetes", Labels: map[string]string{"kube_tag": "v1.99.0"}},
+		{Name: "old-image", ImageID: "i5", COE: "kubernetes"},
+		{Name: "bad-label", ImageID: "i2", COE: "kubernetes", Labels: map[string]string{"master_lb_floating_ip_enabled": "maybe"}},
+		{Name: "not-offered", ImageID: "i2", COE: "kubernetes", Labels: map[string]string{"capi_infrastructure": "openstack"}},
+	}
+	s := Settings{Flavor: templates.FlavorInMemory, AllowedFlavors: []templates.Flavor{templates.FlavorInMemory},
+		NamespacePrefix: "magnum-", DefaultKubernetesVersion: "v1.36.3"}
+	d := Build(f, s, time.Now())
+	require.Equal(t, []KubernetesVersion{
+		{Version: "v1.36.3", Images: []string{"ubuntu-2404-kube-v1.36.3"}, Templates: []string{"k8s-v1.36"}},
+		{Version: "v1.35.4", Images: []string{"ubuntu-2404-kube-v1.35.4"}, Templates: []string{"by-id-with-its-tag", "by-name"}},
+	}, d.KubernetesVersions)
+
+	// The operator's allowance lets kube_tag differ from the image: still inside the range only.
+	s.AllowKubeTagImageMismatch = true
+	d = Build(f, s, time.Now())
+	require.Equal(t, []KubernetesVersion{
+		{Version: "v1.36.3", Images: []string{"ubuntu-2404-kube-v1.36.3"}, Templates: []string{"k8s-v1.36"}},
+		{Version: "v1.35.4", Images: []string{"ubuntu-2404-kube-v1.35.4"}, Templates: []string{"by-id-with-its-tag", "by-name", "mismatch"}},
+	}, d.KubernetesVersions)
+
+	// A range of the operator's (tests, a future add-on table) is honoured as given.
+	s.AllowKubeTagImageMismatch = false
+	s.KubernetesVersions = templates.MinorRange("v1.36", "v1.37")
+	d = Build(f, s, time.Now())
+	require.Equal(t, []KubernetesVersion{
+		{Version: "v1.37.1", Images: []string{"ubuntu-2404-kube-v1.37.1"}},
+		{Version: "v1.36.3", Images: []string{"ubuntu-2404-kube-v1.36.3"}, Templates: []string{"k8s-v1.36"}},
+	}, d.KubernetesVersions)
+}

@@ -134,6 +134,11 @@ type Settings struct {
 	AllowedFlavors           []templates.Flavor
 	NamespacePrefix          string
 	DefaultKubernetesVersion string
+	// KubernetesVersions are the versions a cluster may get (zero: addons.SupportedKubernetesVersions);
+	// AllowKubeTagImageMismatch is [bridge] allow_kube_tag_image_mismatch. kubernetes_versions
+	// lists what the conductor's check accepts with them.
+	KubernetesVersions        templates.VersionRange
+	AllowKubeTagImageMismatch bool
 	// TenantView: the kubernetes-native interface is offered ([bridge] tenant_view).
 	TenantView bool
 	// Server and CA are the management cluster's API server as tenants reach it.
@@ -170,7 +175,11 @@ func Build(f Facts, s Settings, now time.Time) Document {
 				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"}, append(infraResources(s.Flavor, s.AllowedFlavors), "events")...),
 			Documentation: "docs/tenant-view.md"})
 	}
-	d.KubernetesVersions = versions(f, s.DefaultKubernetesVersion)
+	policy := templates.VersionPolicy{Supported: s.KubernetesVersions, AllowImageMismatch: s.AllowKubeTagImageMismatch}
+	if policy.Supported.IsZero() {
+		policy.Supported = addons.SupportedKubernetesVersions()
+	}
+	d.KubernetesVersions = versions(f, s, policy)
 	d.StorageClasses = storageClasses(f.VolumeTypes)
 	d.Labels = labels(s.Flavor)
 	d.NotStandardised = []string{
@@ -196,10 +205,15 @@ func infraResources(def templates.Flavor, allowed []templates.Flavor) []string {
 	return out
 }
 
-// versions are the Kubernetes versions of the public images (kube_version property, else the
-// version in the name) and of the public templates (kube_tag, else their image's version, else the
-// default), as the bridge would build them.
-func versions(f Facts, def string) []KubernetesVersion {
+// versions are exactly the Kubernetes versions a create would be accepted with
+// (templates.CheckKubernetesVersion, as the conductor decides): those of the public Kubernetes
+// images (their kube_version property, else the version in their name) in the supported range —
+// a template on the image with that kube_tag builds it — and those of Magnum's public templates
+// that pass the check on their image (kube_tag, else their image's version, else the default),
+// with the images and templates that give each. A template a create from would be refused for
+// another reason (a label's value, an infrastructure not offered) gives no version.
+func versions(f Facts, s Settings, policy templates.VersionPolicy) []KubernetesVersion {
+	def := s.DefaultKubernetesVersion
 	byVersion := map[string]*KubernetesVersion{}
 	get := func(v string) *KubernetesVersion {
 		if byVersion[v] == nil {
@@ -207,19 +221,26 @@ func versions(f Facts, def string) []KubernetesVersion {
 		}
 		return byVersion[v]
 	}
-	imageNames := map[string]string{}
+	// A template names its image by ID or by name, as magnum-api resolves it.
+	known := map[string]templates.Image{}
 	for _, img := range f.Images {
-		imageNames[img.ID] = img.Name
+		known[img.ID] = templates.Image{Name: img.Name, KubeVersion: img.KubeVersion}
+		if _, taken := known[img.Name]; !taken {
+			known[img.Name] = templates.Image{Name: img.Name, KubeVersion: img.KubeVersion}
+		}
+	}
+	for _, img := range f.Images {
 		if !kubernetesDistros[img.OSDistro] {
 			continue
 		}
-		labels := map[string]string{}
-		if img.KubeVersion != "" {
-			labels["kube_tag"] = img.KubeVersion
-		}
-		v, err := templates.KubernetesVersion(labels, img.Name, "")
-		if err != nil || v == "" {
+		own, _ := templates.Image{Name: img.Name, KubeVersion: img.KubeVersion}.OwnVersion()
+		if own == "" {
 			continue // no version the bridge could build from this image alone
+		}
+		v, err := templates.CheckKubernetesVersion(map[string]string{"kube_tag": own},
+			templates.Image{Ref: img.Name, Name: img.Name, KubeVersion: img.KubeVersion}, def, policy)
+		if err != nil {
+			continue // outside the supported range
 		}
 		k := get(v)
 		k.Images = append(k.Images, img.Name)
@@ -228,13 +249,13 @@ func versions(f Facts, def string) []KubernetesVersion {
 		if t.COE != "" && t.COE != "kubernetes" {
 			continue
 		}
-		image := t.ImageID
-		if n, ok := imageNames[image]; ok {
-			image = n
-		}
-		v, err := templates.KubernetesVersion(t.Labels, image, def)
-		if err != nil || v == "" {
-			continue
+		img := known[t.ImageID] // a public template on an image that is not public: its name decides
+		img.Ref = t.ImageID
+		v, err := templates.Preflight(templates.Input{Flavor: s.Flavor, AllowedFlavors: s.AllowedFlavors,
+			Template: templates.Template{ImageID: t.ImageID}, Cluster: templates.Cluster{Labels: t.Labels},
+			DefaultKubernetesVersion: def}, img, policy)
+		if err != nil {
+			continue // a create from this template is refused
 		}
 		k := get(v)
 		k.Templates = append(k.Templates, t.Name)

@@ -11,7 +11,7 @@ import (
 // templateFields are the Magnum ClusterTemplate/Cluster fields the OpenStack flavor reads, for the
 // documentation (they are not labels, so they are not in the registry).
 var templateFields = []struct{ field, effect string }{
-	{"image_id (template), image_id (node group)", "Variable `machineImage` (node groups: override) → OpenStackMachineTemplate `image`: `{id}` when it is a UUID, else `{filter: {name}}`. The Kubernetes version defaults to the `kube-vX.Y.Z` in the image name."},
+	{"image_id (template), image_id (node group)", "Variable `machineImage` (node groups: override) → OpenStackMachineTemplate `image`: `{id}` when it is a UUID, else `{filter: {name}}`. The Kubernetes version defaults to the `kube-vX.Y.Z` in the image name, and must match the image's own (its Glance property kube_version, else that name; see kube_tag)."},
 	{"flavor_id (cluster, template), flavor_id (node group)", "Variable `machineFlavor` (node groups: override) → `flavorID` when it is a UUID or a number, else `flavor` (name)."},
 	{"master_flavor_id (control-plane node group, cluster, template)", "Control-plane override of `machineFlavor`."},
 	{"keypair (cluster), keypair_id (template)", "Variable `sshKeyName` → OpenStackMachineTemplate `sshKeyName`."},
@@ -126,8 +126,10 @@ func LabelsMarkdown() string {
 	w("Every label Magnum's Heat driver (`heat`), vexxhost's magnum-cluster-api (`magnum-cluster-api`) and\n")
 	w("magnum-capi-helm (`magnum-capi-helm`) accept, and what magnum-capi-bridge does with it. A label the bridge\n")
 	w("implements is validated when a cluster is created; an invalid value fails the create with a status reason\n")
-	w("naming the label. A label it does not implement (or an unknown one) never fails a create: the cluster's\n")
-	w("status reason lists it as not implemented. Empty values count as not set.\n\n")
+	w("naming the label. A label it does not implement is validated by its type all the same (a boolean that is\n")
+	w("not one fails the create naming the label); a valid value of it, or an unknown label, never fails a create:\n")
+	w("the cluster's status reason lists it as not implemented. Empty values count as not set. The cluster's\n")
+	w("Kubernetes version is checked against its image and the supported range before anything is built (`kube_tag`).\n\n")
 	w("Flavors: `openstack` renders for Cluster API Provider OpenStack v0.14 (CAPO); `inmemory` is the test\n")
 	w("flavor with fake machines.\n\n")
 	w("%d labels: %d implemented for openstack, %d for inmemory, %d honoured only in their \"off\" value, %d not implemented.\n\n",

@@ -356,10 +356,12 @@ func honored(spec LabelSpec, v string) bool {
 	return false
 }
 
-// ValidateLabels checks every label the bridge implements for the flavor and returns, sorted, the
-// names of labels it does not implement (for the status reason): unknown labels, registered ones
-// without an effect for this flavor, and values the bridge cannot honour. Empty values count as
-// not set. The first invalid value (in name order) is a *LabelError naming it.
+// ValidateLabels checks the value of every registered label by its type, whether or not the bridge
+// implements it for the flavor (a value that is not a boolean is invalid whatever the flavor does
+// with it), and returns, sorted, the names of labels it does not implement (for the status
+// reason): unknown labels, valid values of registered ones without an effect for this flavor, and
+// values the bridge cannot honour. Empty values count as not set. The first invalid value (in name
+// order) is a *LabelError naming it.
 func ValidateLabels(flavor Flavor, labels map[string]string) (unimplemented []string, err error) {
 	names := make([]string, 0, len(labels))
 	for k := range labels {
@@ -375,14 +377,11 @@ func ValidateLabels(flavor Flavor, labels map[string]string) (unimplemented []st
 			unimplemented = append(unimplemented, k)
 			continue
 		}
-		if !spec.Implemented(flavor) {
-			if !honored(spec, labels[k]) {
-				unimplemented = append(unimplemented, k)
-			}
-			continue
-		}
 		if err := validateValue(spec, labels[k]); err != nil {
 			return nil, err
+		}
+		if !spec.Implemented(flavor) && !honored(spec, labels[k]) {
+			unimplemented = append(unimplemented, k)
 		}
 	}
 	extra, err := crossValidate(flavor, labels)
@@ -491,7 +490,8 @@ func labelInt(labels map[string]string, name string) int {
 var imageVersionRE = regexp.MustCompile(`(?i)kube-?(v\d+\.\d+\.\d+)`)
 
 // KubernetesVersion resolves the cluster's version: the kube_tag label, else a version in the image
-// name, else the default. It always carries the leading "v" CAPI wants.
+// name, else the default. It always carries the leading "v" CAPI wants. Whether the bridge builds
+// that version is CheckKubernetesVersion's decision (the image's own version, the supported range).
 func KubernetesVersion(labels map[string]string, imageName, def string) (string, error) {
 	v := labels["kube_tag"]
 	if v == "" {

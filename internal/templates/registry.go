@@ -48,7 +48,10 @@ var Registry = []LabelSpec{
 	// --- Kubernetes version and images ---------------------------------------------------------
 	{Name: "kube_tag", Group: GroupVersion, Type: LabelVersion, Anchors: aHeatVex, Flavors: allFlavors,
 		Description: "Kubernetes version of the cluster, e.g. v1.36.3.",
-		Effect:      "Cluster `spec.topology.version`. Default: the version in the image name (…-kube-vX.Y.Z), else the bridge's configured default. Both the in-memory and the OpenStack flavor."},
+		Effect: "Cluster `spec.topology.version`. Default: the version in the image name (…-kube-vX.Y.Z), else the bridge's configured default. Both the in-memory and the OpenStack flavor. " +
+			"Checked before anything is written (create, and upgrade to a new template): the version must equal the image's own (Glance property kube_version, else the version in the image's name) unless the operator sets `[bridge] allow_kube_tag_image_mismatch`, " +
+			"and lie in the range the bridge supports: Cluster API v1.14's workload versions (" + CAPIKubernetesVersions.Oldest() + " to " + CAPIKubernetesVersions.Newest() +
+			") narrowed to the add-on table's (internal/addons); the discovery document's kubernetes_versions lists what is accepted. A refused create is CREATE_FAILED at once, naming kube_tag, the image and the range."},
 	{Name: "container_infra_prefix", Group: GroupVersion, Type: LabelRegistry, Anchors: aHeatVex, Flavors: allFlavors, Addon: true, NodeGroup: false,
 		Description: "Registry (and path) every image of the cluster is pulled from, for air-gapped or mirrored clouds.",
 		Effect:      "Variable `imageRepository` → KubeadmControlPlane `clusterConfiguration.imageRepository` (kube-apiserver, controller-manager, scheduler, etcd, CoreDNS, kube-proxy images); a trailing / is dropped. Default: kubeadm's registry.k8s.io. Also every add-on image becomes <prefix>/<name>:<tag> (internal/addons, delivered by the cluster's ClusterResourceSet); on the in-memory flavor only that."},

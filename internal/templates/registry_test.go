@@ -89,13 +89,16 @@ func TestHonoredValuesAreNotReported(t *testing.T) {
 		"monitoring_enabled", "octavia_lb_healthcheck"}, unimpl)
 }
 
-// Labels implemented only for OpenStack are reported, not validated, for the in-memory flavor.
+// Labels implemented only for OpenStack are reported for the in-memory flavor, and validated by
+// their type on both: an invalid value is invalid whatever the flavor does with it.
 func TestFlavorSpecificLabels(t *testing.T) {
-	unimpl, err := ValidateLabels(FlavorInMemory, map[string]string{"boot_volume_size": "not-a-number", "kube_tag": "v1.36.3"})
+	unimpl, err := ValidateLabels(FlavorInMemory, map[string]string{"boot_volume_size": "20", "kube_tag": "v1.36.3"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"boot_volume_size"}, unimpl)
-	_, err = ValidateLabels(FlavorOpenStack, map[string]string{"boot_volume_size": "not-a-number"})
-	require.ErrorContains(t, err, "boot_volume_size")
+	for _, flavor := range []Flavor{FlavorInMemory, FlavorOpenStack} {
+		_, err = ValidateLabels(flavor, map[string]string{"boot_volume_size": "not-a-number"})
+		require.ErrorContains(t, err, "boot_volume_size", flavor)
+	}
 	unimpl, err = ValidateLabels(FlavorOpenStack, map[string]string{"inmemory_machine_startup": "1s"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"inmemory_machine_startup"}, unimpl)

@@ -16,7 +16,7 @@ import (
 
 // requireNewest fails unless the magnum-api 23.0.0 half of the stack is up: the forky chroot and its
 // API (deploy/local/openstack/newest-up.sh) and the bridge instance consuming its RPC
-// (deploy/local/bridge-up.sh newest). Like requireStack, only MCB_E2E=0 skips.
+// (deploy/local/bridge-up.sh newest). Like requireStack, it skips only without the `e2e` build tag.
 func requireNewest(t *testing.T) {
 	t.Helper()
 	requireStack(t)
@@ -141,7 +141,7 @@ func TestNewestMagnumDayTwo(t *testing.T) {
 	}, "no bridge-newest conductor up in magnum-api 23's service list: %s", out)
 
 	start := time.Now()
-	oldTmpl := createTemplate(t, cloud, "--labels", "kube_tag=v1.35.4")
+	oldTmpl := createTemplateWithImage(t, cloud, "ubuntu-2404-kube-v1.35.4", "--labels", "kube_tag=v1.35.4") // the image must run its kube_tag
 	newTmpl := createTemplate(t, cloud, "--labels", "kube_tag=v1.36.3")
 	timed(t, "23: two template creates", start)
 
