@@ -5,14 +5,14 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 BIN := bin
 # Tests that talk to the local stack take minutes; the whole suite runs within CI's budget.
-TEST_TIMEOUT ?= 60m
-# How many end-to-end tests run at once (they mostly wait on clusters; see deploy/local/go-test.sh).
+TEST_TIMEOUT ?= 45m
+# How many end-to-end tests run at once (they mostly wait on clusters; see deploy/local/test-all.sh).
 E2E_PARALLEL ?= 4
 PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-faults soak churn lint bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn lint bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
 
 all: build
 
@@ -40,20 +40,37 @@ down:
 kubeconfig:
 	@deploy/local/mgmt-kubeconfig.sh
 
-## test: every test — unit, integration against the real services, end to end against `make up`
-## (with the race detector), then the fault matrix (its faults once the others have ended: it restarts
-## services they use; deploy/local/go-test.sh runs it), then a small run of the three-replica churn test
-## and of the side by side with the peer conductor.
-test: lint up
-	/usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
-	GO=$(GO) PKGS="$(PKGS)" TEST_TIMEOUT=$(TEST_TIMEOUT) E2E_PARALLEL=$(E2E_PARALLEL) deploy/local/go-test.sh
-	$(MAKE) churn CHURN_CLUSTERS=4 CHURN_DELETES=2 CHURN_SEED=3  # the churn test's smoke (~3 min), so it cannot rot
-	$(MAKE) bench-peer-smoke  # the side by side with the peer, two creates each (~4 min), so it cannot rot
+## test: every tier (docs/testing.md) — lint, the stack (`make up`), unit, integration against the real
+## services and end to end against the stack (with the race detector), the fault matrix (a rotating part
+## seeded by the commit, once the others have ended: it restarts services they use), then a small run of
+## the three-replica churn test and of the side by side with the peer conductor; ends with a time table
+## (deploy/local/test-all.sh).
+test: build
+	GO=$(GO) PKGS="$(PKGS)" TEST_TIMEOUT=$(TEST_TIMEOUT) E2E_PARALLEL=$(E2E_PARALLEL) deploy/local/test-all.sh
 
-## test-faults: the fault matrix (operation × real fault, one seed per cell); needs `make up`.
+## test-unit: the unit tier — no service at all; what `go test ./...` runs.
+test-unit:
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+## test-integration: the unit and integration tiers — real RabbitMQ, MariaDB and PostgreSQL (started here).
+test-integration:
+	deploy/local/services.sh
+	$(GO) test -count=1 -timeout 30m -tags integration $(PKGS)
+
+## test-e2e: the end-to-end tier on `make up`'s stack (the fault matrix, churn and peer runs excepted:
+## `make test-faults`, `make churn`, `make bench-peer`).
+test-e2e: up
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags integration,e2e -parallel $(E2E_PARALLEL) $(PKGS)
+
+## test-faults: the fault matrix (operation × real fault); needs `make up`. FAULT_MATRIX=full runs
+## every operation in every round; rotating (what `make test` runs) each operation in one round, dealt
+## by FAULT_SEED. FAULTS_START_AFTER: a file whose existence the first fault waits for.
 FAULT_SEED ?= 1
+FAULT_MATRIX ?= full
+FAULTS_START_AFTER ?=
 test-faults:
-	MCB_FAULTS=1 MCB_FAULT_SEED=$(FAULT_SEED) $(GO) test -count=1 -timeout 45m -run '^TestFaultMatrix$$' -v ./test/e2e \
+	MCB_FAULTS=1 MCB_FAULT_SEED=$(FAULT_SEED) MCB_FAULT_MATRIX=$(FAULT_MATRIX) MCB_FAULTS_START_AFTER=$(FAULTS_START_AFTER) \
+	  $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestFaultMatrix$$' -v ./test/e2e \
 	  | tee /var/log/magnum-capi-bridge/fault-matrix-$(FAULT_SEED).log | grep -E 'FAULT MATRIX|: \| |round [0-9]|TIMING|get_ca_certificate|^\s*(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}
 
@@ -70,13 +87,9 @@ CHURN_CLUSTERS ?= 20
 CHURN_DELETES ?= 10
 churn: build
 	MCB_CHURN=1 MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) \
-	  $(GO) test -count=1 -timeout 45m -run '^TestChurnWithReplicas$$' -v ./test/e2e \
+	  $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestChurnWithReplicas$$' -v ./test/e2e \
 	  | tee /var/log/magnum-capi-bridge/churn-$(CHURN_SEED).log | grep -E 'churn|CHURN|Error|^(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}
-
-## test-unit: only the tests that need no local stack (still real RabbitMQ/MariaDB/PostgreSQL).
-test-unit:
-	MCB_E2E=0 $(GO) test -count=1 -timeout 20m $(PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -107,7 +120,7 @@ SCALE_KEYS ?=
 bench-scale:
 	MCB_SCALE=1 MCB_SCALE_CLUSTERS=$(SCALE_CLUSTERS) MCB_SCALE_SEQUENTIAL=$(SCALE_SEQUENTIAL) MCB_SCALE_GAP=$(SCALE_GAP) MCB_SCALE_BURST=$(SCALE_BURST) \
 	  MCB_SCALE_IDLE=$(SCALE_IDLE) MCB_SCALE_LAG_SAMPLES=$(SCALE_LAG_SAMPLES) MCB_SCALE_SOAK=$(SCALE_SOAK) MCB_SCALE_PREGENERATED_KEYS=$(SCALE_KEYS) \
-	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale
+	  $(GO) test -tags integration,e2e -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale
 
 ## bench-scale-smoke: the harness with a handful of clusters, so that it cannot rot (CI).
 bench-scale-smoke:
@@ -121,7 +134,7 @@ PEER_IDLE ?= 60s
 bench-peer: build
 	deploy/local/peer-up.sh
 	MCB_PEER=1 MCB_PEER_CLUSTERS=$(PEER_CLUSTERS) MCB_PEER_IDLE=$(PEER_IDLE) \
-	  $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPeer$$' -benchtime 1x -timeout 90m ./test/peer
+	  $(GO) test -tags integration,e2e -count=1 -run '^$$' -bench '^BenchmarkPeer$$' -benchtime 1x -timeout 90m ./test/peer
 
 ## bench-peer-smoke: the side by side with two clusters each, so that it cannot rot (make test).
 bench-peer-smoke:

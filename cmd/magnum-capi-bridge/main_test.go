@@ -91,7 +91,10 @@ func TestBadConfigurationNamesTheKey(t *testing.T) {
 }
 
 // An unreachable database or one without Magnum's tables fails the start-up check, naming the cause.
+// Integration tier: the check reaches the test RabbitMQ (validRest's transport_url) before the
+// database, and the second database is made on the test MariaDB.
 func TestUnusableDatabaseFailsCheck(t *testing.T) {
+	testutil.Require(t, testutil.Integration)
 	conf := "[database]\nconnection = mysql+pymysql://nobody:pw@127.0.0.1:1/magnum\n" + validRest
 	code, _, errOut := runBridge("--check-config", "--config-file", writeConf(t, conf))
 	require.Equal(t, 1, code, errOut)

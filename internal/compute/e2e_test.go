@@ -5,7 +5,8 @@ package compute
 // Keystone's catalog (deploy/local/openstack/identity.py registers it) and manages server groups
 // there, in project demo (the fake validates the token with Keystone, up.sh --keystone-url).
 //
-// The tests fail when Keystone or the fake Nova is unreachable; MCB_E2E=0 turns that into a skip.
+// They are of the e2e tier (build tag `e2e`, testutil.E2E): skipped without the tag; with it, an
+// unreachable Keystone or fake Nova fails them.
 
 import (
 	"context"
@@ -13,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +29,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 type e2eEnv struct {
@@ -42,10 +43,7 @@ type e2eEnv struct {
 
 func e2eUnavailable(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skipf("MCB_E2E=0, skipping the compute end-to-end test: %s", why)
-	}
-	t.Fatalf("%s (set MCB_E2E=0 to skip the end-to-end tests)", why)
+	t.Fatalf("%s (the e2e tier needs the local stack: `make up`)", why)
 }
 
 func passwordToken(ctx context.Context, t *testing.T, cloud string) string {
@@ -62,6 +60,7 @@ func passwordToken(ctx context.Context, t *testing.T, cloud string) string {
 // computeE2E issues a fresh pair of cluster credentials for demo and deletes them at the end.
 func computeE2E(t *testing.T) *e2eEnv {
 	t.Helper()
+	testutil.Require(t, testutil.E2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: "devstack"})

@@ -6,14 +6,14 @@ package keystone
 // member of project demo), `devstack-alt` (alt_demo in alt_demo) and `devstack-admin` (admin), read
 // with gophercloud utils' clientconfig, the library CAPO itself uses.
 //
-// The tests fail when Keystone is unreachable; MCB_E2E=0 turns that into a skip.
+// They are of the e2e tier (build tag `e2e`, testutil.E2E): skipped without the tag; with it, an
+// unreachable Keystone fails them.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -24,6 +24,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/utils/v2/openstack/clientconfig"
 	"sigs.k8s.io/yaml"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 const (
@@ -45,6 +47,7 @@ type e2eEnv struct {
 // keystoneE2E connects to the local Keystone or fails the test with instructions.
 func keystoneE2E(t testing.TB) *e2eEnv {
 	t.Helper()
+	testutil.Require(t, testutil.E2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	demoCloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: cloudDemo})
@@ -94,10 +97,7 @@ func keystoneE2E(t testing.TB) *e2eEnv {
 
 func e2eUnavailable(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skipf("MCB_E2E=0, skipping the Keystone end-to-end test: %s", why)
-	}
-	t.Fatalf("%s (set MCB_E2E=0 to skip the Keystone end-to-end tests)", why)
+	t.Fatalf("%s (the e2e tier needs the local stack: `make up`)", why)
 }
 
 // passwordToken gets a project-scoped token with gophercloud password auth from a clouds.yaml

@@ -22,7 +22,7 @@ import (
 // work (publisher confirms, manual acks, a reply publish per call) with the same message sizes,
 // so that the ratio shows what the oslo codec, dispatch, dedup and scheduling cost.
 //
-//	go test -run '^$' -bench . -benchtime 2000x ./internal/rpc/
+//	go test -tags integration -run '^$' -bench . -benchtime 2000x ./internal/rpc/
 
 func benchOptions(b *testing.B) Options {
 	o, _ := testOptions(b, sharedBroker(b))

@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc/rpctest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // Integration tests talk to the machine's RabbitMQ. Tests that need broker-side connection
@@ -38,9 +39,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sharedBroker returns the package's vhost (created on first use).
+// sharedBroker returns the package's vhost (created on first use). Integration tier: the test is
+// skipped without the `integration` build tag (before the Once, so that a skip never leaves it unset).
 func sharedBroker(t testing.TB) *rpctest.Broker {
 	t.Helper()
+	testutil.Require(t, testutil.Integration)
 	pkgBrokerOnce.Do(func() {
 		b := rpctest.Shared(t)
 		if rpctest.CtlAvailable() {
@@ -66,8 +69,7 @@ func rpctestNewVhost(t testing.TB) *rpctest.Broker {
 	return b
 }
 
-// requireBroker fails (not skips: the broker is part of every dev and CI machine) when the
-// broker does not answer.
+// requireBroker fails (not skips: the integration tier is running) when the broker does not answer.
 func requireBroker(t testing.TB, b *rpctest.Broker) {
 	t.Helper()
 	conn, err := amqp.DialConfig(b.URL(), amqp.Config{Vhost: b.Vhost})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -20,9 +19,7 @@ import (
 // it is refused once the cache entry (1 s here) is gone; an expired token is Keystone's 404 like a
 // revoked one. test/e2e does the same through the management cluster's apiserver.
 func TestWebhookWithKeystone(t *testing.T) {
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: tests against the local stack are switched off")
-	}
+	testutil.Require(t, testutil.E2E)
 	openstack := func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

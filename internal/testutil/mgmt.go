@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -14,15 +13,14 @@ import (
 const DefaultManagementKubeconfig = "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig"
 
 // ManagementCluster is the local management cluster (`make up`; MCB_KUBECONFIG overrides the
-// kubeconfig path): its kubeconfig path and a REST config with room for tests that list a lot. Tests
-// against it skip only with MCB_E2E=0; a missing or unreachable cluster fails them with a hint.
+// kubeconfig path): its kubeconfig path and a REST config with room for tests that list a lot. It is
+// of the E2E tier: without the `e2e` build tag the test is skipped; with it, a missing or unreachable
+// cluster fails the test with a hint.
 func ManagementCluster(t testing.TB) (string, *rest.Config) {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: tests against the local management cluster are switched off")
-	}
+	Require(t, E2E)
 	path := env("MCB_KUBECONFIG", DefaultManagementKubeconfig)
-	hint := "start it with `make up` (or deploy/local/mgmt-up.sh), or set MCB_E2E=0 to switch these tests off"
+	hint := "start it with `make up` (or deploy/local/mgmt-up.sh)"
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		t.Fatalf("management cluster kubeconfig %s: %v (%s)", path, err, hint)

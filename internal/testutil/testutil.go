@@ -1,6 +1,20 @@
 // Package testutil finds what tests share: the reference fixtures next to the checkout and the
 // addresses of the real services (RabbitMQ, MariaDB, PostgreSQL) the tests talk to. Defaults are the
-// services every development and CI machine runs on loopback; environment variables override them.
+// services a development or CI machine runs on loopback; environment variables override them.
+//
+// Tests come in three tiers (docs/testing.md):
+//
+//   - unit: no outside service at all; `go test ./...` runs only these, on any machine with Go.
+//   - integration (build tag `integration`): the real RabbitMQ, MariaDB or PostgreSQL on loopback,
+//     as deploy/local/services.sh starts them; `go test -tags integration ./...`.
+//   - e2e (build tag `e2e`): the whole local stack of `make up` (the management cluster with Cluster
+//     API, Keystone, magnum-api, the bridge, fake-openstack, Horizon);
+//     `go test -tags integration,e2e ./...`.
+//
+// A test of a tier calls Require(t, Integration) or Require(t, E2E) first, which skips it (saying
+// why and how to run it) when the tier's tag is not set; with the tag set, a service that is missing
+// fails the test. The accessors of the services do it for their callers: rpctest (the broker),
+// dbtest (the databases) and ManagementCluster.
 package testutil
 
 import (

@@ -5,12 +5,12 @@
 // and the ClusterClass is created for real so the Cluster webhook validates the Cluster's variables
 // against the class's schemas. No Cluster or OpenStackCluster is ever created for real.
 //
-//	deploy/local/mgmt-up.sh && go test -v -count=1 ./test/capo/
+//	deploy/local/mgmt-up.sh && go test -tags e2e -v -count=1 ./test/capo/
 //
 // The test runs deploy/local/capo-up.sh itself (CAPO's and ORC's CRDs, CAPO's webhooks and
 // manager; idempotent). MCB_KUBECONFIG names the management cluster's kubeconfig (default
-// /var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig); MCB_E2E=0 turns the test off. Otherwise a
-// management cluster that is not up is a test failure, not a skip.
+// /var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig). It is the e2e tier: skipped without the `e2e`
+// build tag; with it, a management cluster that is not up is a test failure, not a skip.
 package capo_test
 
 import (

@@ -7,10 +7,12 @@
 //
 // It is its own module (CAPO's dependency tree stays out of the bridge's go.mod) and talks to a
 // fake-openstack binary built from this checkout, started on free ports; only the endpoints of the
-// catalog are redirected to it. Needs the local stack's Keystone (clouds.yaml cloud "devstack");
-// MCB_E2E=0 turns its absence into a skip.
+// catalog are redirected to it. Needs the local stack's Keystone (clouds.yaml cloud "devstack"), so
+// it is the e2e tier, as in the main module (internal/testutil): skipped without the `e2e` build tag,
+// and with it a missing Keystone fails it. This module cannot import internal/testutil, hence its
+// own requireE2E and tier_*_test.go.
 //
-//	cd test/caposim && go test ./...
+//	cd test/caposim && go test -tags e2e ./...
 package caposim
 
 import (
@@ -20,7 +22,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -55,12 +56,19 @@ const (
 	keypair         = "default"
 )
 
+// requireE2E skips the test unless it is built with the `e2e` tag (testutil.Require(t, testutil.E2E)
+// of the main module).
+func requireE2E(t *testing.T) {
+	t.Helper()
+	if !e2eTag {
+		t.Skip("e2e tier: needs the local stack of `make up` (its Keystone); " +
+			"run with `cd test/caposim && go test -tags e2e ./...` after `make up`")
+	}
+}
+
 func unavailable(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skipf("MCB_E2E=0, skipping the CAPO-against-the-simulator test: %s", why)
-	}
-	t.Fatalf("%s (set MCB_E2E=0 to skip the end-to-end tests)", why)
+	t.Fatalf("%s (the e2e tier needs the local stack: `make up`)", why)
 }
 
 func freeAddr(t *testing.T) string {
@@ -201,6 +209,7 @@ func must(t *testing.T, what string, err error) {
 }
 
 func TestCAPOServicesAgainstTheSimulator(t *testing.T) {
+	requireE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: "devstack"})

@@ -2,7 +2,8 @@
 // (rendered with the Helm SDK, applied with a server-side dry run, and its configuration running a
 // bridge as the chart's ServiceAccount), and `--check-config` against the local stack.
 //
-// Tests that need the local stack (`make up`) fail when it is not up; MCB_E2E=0 switches them off.
+// Tests that need the local stack (`make up`) are the e2e tier (testutil.E2E): skipped without the
+// `e2e` build tag; with it they fail when the stack is not up.
 package deploy
 
 import (

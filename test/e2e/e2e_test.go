@@ -2,8 +2,9 @@
 // CLI against the real magnum-api, which casts to the bridge over RabbitMQ; the bridge builds the
 // cluster with Cluster API in the management cluster and reports back into Magnum's database.
 //
-// These tests FAIL when the stack is not up (a silently skipped end-to-end suite looks like a
-// passing one); MCB_E2E=0 switches them off explicitly.
+// They are the e2e tier (testutil.E2E): built without the `e2e` tag they are skipped, saying so;
+// with it they FAIL when the stack is not up (a silently skipped end-to-end suite looks like a
+// passing one).
 package e2e
 
 import (
@@ -51,9 +52,7 @@ var (
 
 func requireStackB(b *testing.B) {
 	b.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		b.Skip("MCB_E2E=0: benchmarks against the local stack are switched off")
-	}
+	testutil.Require(b, testutil.E2E)
 	if _, err := os.Stat(mgmtKubeconfig); err != nil {
 		b.Fatalf("the local stack is not up: %v; run `make up`", err)
 	}
@@ -61,9 +60,7 @@ func requireStackB(b *testing.B) {
 
 func requireStack(t *testing.T) {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: end-to-end tests against the local stack are switched off (run `make up`, unset MCB_E2E)")
-	}
+	testutil.Require(t, testutil.E2E)
 	if _, err := os.Stat(mgmtKubeconfig); err != nil {
 		t.Fatalf("the local stack is not up (no management cluster kubeconfig: %v); run `make up`", err)
 	}

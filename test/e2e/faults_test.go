@@ -112,6 +112,8 @@ type faultEnv struct {
 	rpc   *rpc.Client
 	// busyCluster has a write retrying while the apiserver is down: its CA calls must not wait.
 	busyCluster string
+	// full: every operation runs in every round (else each in one round: matrixPlan).
+	full bool
 }
 
 // timeCACall is `get_ca_certificate` for a cluster as magnum-api sends it (the first half of
@@ -254,12 +256,70 @@ type matrixCell struct {
 	took                       time.Duration
 }
 
-// matrixOp is one operation of the matrix. prepare runs before the first round (clusters the
-// operation works on), issue starts the operation of round r and returns what to wait for.
+// matrixOp is one operation of the matrix. prepare runs before the first round (clusters for the
+// rounds the operation takes part in), issue starts the operation's k-th round (counted among the
+// rounds it takes part in) and returns what to wait for.
 type matrixOp struct {
 	name    string
 	prepare func(t *testing.T, e *faultEnv, rounds int)
-	issue   func(t *testing.T, e *faultEnv, r int) (id, want string, check func() string)
+	issue   func(t *testing.T, e *faultEnv, k int) (id, want string, check func() string)
+}
+
+// pinnedToApiserverRound is the operation that must run in the apiserver's round: its update retries
+// while the apiserver is down, and the round checks that the cluster's CA is served meanwhile.
+const pinnedToApiserverRound = "update node_count"
+
+// matrixPlan says which operations run in each round (one round per fault). The full matrix runs
+// every operation in every round. A rotating plan runs each operation in exactly one round and every
+// round at least one operation, dealt by the seed (`make test` seeds it with the commit), so that every
+// fault and every operation is exercised in each run and successive commits cover different cells.
+func matrixPlan(ops []string, faults []string, seed int64, full bool) [][]int {
+	plan := make([][]int, len(faults))
+	if full {
+		for r := range plan {
+			for i := range ops {
+				plan[r] = append(plan[r], i)
+			}
+		}
+		return plan
+	}
+	if len(faults) == 0 {
+		return plan
+	}
+	rng := rand.New(rand.NewSource(seed))
+	var free []int
+	for i, op := range ops {
+		pinned := false
+		if op == pinnedToApiserverRound {
+			for r, f := range faults {
+				if strings.HasPrefix(f, "apiserver") {
+					plan[r] = append(plan[r], i)
+					pinned = true
+					break
+				}
+			}
+		}
+		if !pinned {
+			free = append(free, i)
+		}
+	}
+	rng.Shuffle(len(free), func(a, b int) { free[a], free[b] = free[b], free[a] })
+	// Fill the rounds that have no operation yet first, then deal the rest round-robin from a seeded offset.
+	offset := rng.Intn(len(faults))
+	for r := range len(faults) {
+		round := (offset + r) % len(faults)
+		if len(plan[round]) == 0 && len(free) > 0 {
+			plan[round], free = append(plan[round], free[0]), free[1:]
+		}
+	}
+	for j, i := range free {
+		round := (offset + j) % len(faults)
+		plan[round] = append(plan[round], i)
+	}
+	for r := range plan {
+		sort.Ints(plan[r])
+	}
+	return plan
 }
 
 // workerAddresses are the default worker group's node addresses as Magnum stores them.
@@ -323,30 +383,30 @@ func matrixOps(t *testing.T) []matrixOp {
 		updateID, resizeID  string
 		ngCreateID, ngDelID string
 		cpID                string
-		// A cluster created in round r is upgraded in round r+1 and deleted in round r+2: only the
-		// first rounds' upgrade and delete need clusters made beforehand (the preparation is the
+		// In the full matrix a cluster created in round r is upgraded in round r+1 and deleted in round
+		// r+2: only the first rounds' upgrade and delete need clusters made beforehand (the preparation is the
 		// matrix's longest part, and every live cluster costs the 2-core machine's controllers).
 		created, upgradeIDs, deleteIDs []string
 		mu                             sync.Mutex
 	)
 	createWait := func(cloud, id string) { waitStatus(t, cloud, id, 10*time.Minute, "CREATE_COMPLETE") }
-	// target is the cluster round r of an operation works on: prepared for the first rounds, else the
-	// one round r-age created.
-	target := func(prepared []string, r, age int) string {
+	// target is the cluster the k-th round of an operation works on: prepared for the first rounds, else
+	// the one round k-age created (the full matrix only, where every operation runs in every round).
+	target := func(prepared []string, k, age int) string {
 		mu.Lock()
 		defer mu.Unlock()
-		if r < len(prepared) {
-			return prepared[r]
+		if k < len(prepared) {
+			return prepared[k]
 		}
-		return created[r-age]
+		return created[k-age]
 	}
 	return []matrixOp{
 		{"create", func(t *testing.T, e *faultEnv, rounds int) {
 			tmpl = createTemplate(t, cloudDemo)
 			oldTmpl = createTemplate(t, cloudDemo, "--image", "ubuntu-2404-kube-v1.35.4")
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			// The old release, so that the next round can upgrade it.
-			id := createCluster(t, cloudDemo, oldTmpl, fmt.Sprintf("fm-create-%d-%s", r, suffix()), "--node-count", "1")
+			id := createCluster(t, cloudDemo, oldTmpl, fmt.Sprintf("fm-create-%d-%s", k, suffix()), "--node-count", "1")
 			mu.Lock()
 			created = append(created, id)
 			mu.Unlock()
@@ -356,14 +416,14 @@ func matrixOps(t *testing.T) []matrixOp {
 			updateID = createCluster(t, cloudDemo, tmpl, "fm-update-"+suffix(), "--node-count", "1")
 			createWait(cloudDemo, updateID)
 			e.busyCluster = updateID
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			mustOpenstack(t, cloudDemo, "coe", "cluster", "update", updateID, "replace", fmt.Sprintf("node_count=%d", 2-r%2))
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
+			mustOpenstack(t, cloudDemo, "coe", "cluster", "update", updateID, "replace", fmt.Sprintf("node_count=%d", 2-k%2))
 			return updateID, "UPDATE_COMPLETE", func() string { return e.consistent(updateID) }
 		}},
 		{"resize --nodes-to-remove", func(t *testing.T, e *faultEnv, rounds int) {
 			resizeID = createCluster(t, cloudDemo, tmpl, "fm-resize-"+suffix(), "--node-count", strconv.Itoa(rounds+1))
 			createWait(cloudDemo, resizeID)
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			// The node names Magnum shows (in-memory nodes have no IPs): no workload API needed, which
 			// may be unreachable in this round.
 			nodes := e.workerAddresses(resizeID)
@@ -386,9 +446,9 @@ func matrixOps(t *testing.T) []matrixOp {
 			newest := createTemplate(t, cloudNewest)
 			cpID = createCluster(t, cloudNewest, newest, "fm-cp-"+suffix(), "--node-count", "1")
 			createWait(cloudNewest, cpID)
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			count := "3"
-			if r%2 == 1 {
+			if k%2 == 1 {
 				count = "1"
 			}
 			mustOpenstack(t, cloudNewest, "coe", "cluster", "resize", cpID, count, "--nodegroup", "default-master")
@@ -406,8 +466,8 @@ func matrixOps(t *testing.T) []matrixOp {
 		{"node group create", func(t *testing.T, e *faultEnv, rounds int) {
 			ngCreateID = createCluster(t, cloudDemo, tmpl, "fm-ngc-"+suffix(), "--node-count", "1")
 			createWait(cloudDemo, ngCreateID)
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			name := fmt.Sprintf("ng-%d", r)
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
+			name := fmt.Sprintf("ng-%d", k)
 			mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", ngCreateID, name, "--node-count", "1")
 			return ngCreateID, "UPDATE_COMPLETE", func() string {
 				if ng, err := showNodeGroup(t, ngCreateID, name); err != nil || ng.Status != "CREATE_COMPLETE" {
@@ -426,8 +486,8 @@ func matrixOps(t *testing.T) []matrixOp {
 				waitNodeGroup(t, ngDelID, fmt.Sprintf("old-%d", r), "CREATE_COMPLETE")
 			}
 			waitStatus(t, cloudDemo, ngDelID, 10*time.Minute, "UPDATE_COMPLETE")
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			name := fmt.Sprintf("old-%d", r)
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
+			name := fmt.Sprintf("old-%d", k)
 			mustOpenstack(t, cloudDemo, "coe", "nodegroup", "delete", ngDelID, name)
 			return ngDelID, "UPDATE_COMPLETE", func() string {
 				if _, err := showNodeGroup(t, ngDelID, name); err == nil {
@@ -437,9 +497,9 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"upgrade", func(t *testing.T, e *faultEnv, rounds int) {
-			upgradeIDs = createComplete(t, oldTmpl, "fm-upg-", min(rounds, 1))
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			id := target(upgradeIDs, r, 1)
+			upgradeIDs = createComplete(t, oldTmpl, "fm-upg-", chainedOrAll(e, rounds, 1))
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
+			id := target(upgradeIDs, k, 1)
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "upgrade", id, tmpl)
 			return id, "UPDATE_COMPLETE", func() string {
 				c, err := showCluster(t, cloudDemo, id)
@@ -450,9 +510,9 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"delete", func(t *testing.T, e *faultEnv, rounds int) {
-			deleteIDs = createComplete(t, tmpl, "fm-del-", min(rounds, 2))
-		}, func(t *testing.T, e *faultEnv, r int) (string, string, func() string) {
-			id := target(deleteIDs, r, 2)
+			deleteIDs = createComplete(t, tmpl, "fm-del-", chainedOrAll(e, rounds, 2))
+		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
+			id := target(deleteIDs, k, 2)
 			mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
 			return id, "GONE", func() string { return e.gone(id) }
 		}},
@@ -488,12 +548,31 @@ func TestFaultMatrix(t *testing.T) {
 		}
 	}
 	ops := matrixOps(t)
+	full := env("MCB_FAULT_MATRIX", "full") == "full"
+	e.full = full
+	var opNames, faultNames []string
+	for _, op := range ops {
+		opNames = append(opNames, op.name)
+	}
+	for _, f := range injectors {
+		faultNames = append(faultNames, f.name)
+	}
+	plan := matrixPlan(opNames, faultNames, seed, full)
+	roundsOf := make([]int, len(ops))
+	for _, round := range plan {
+		for _, i := range round {
+			roundsOf[i]++
+		}
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
-	ops[0].prepare(t, e, len(injectors)) // the templates every other operation uses
-	for _, op := range ops[1:] {
+	ops[0].prepare(t, e, roundsOf[0]) // the templates every other operation uses
+	for i, op := range ops[1:] {
+		if roundsOf[i+1] == 0 {
+			continue
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); op.prepare(t, e, len(injectors)) }()
+		go func() { defer wg.Done(); op.prepare(t, e, roundsOf[i+1]) }()
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -516,6 +595,7 @@ func TestFaultMatrix(t *testing.T) {
 	}
 
 	var cells []matrixCell
+	ranSoFar := make([]int, len(ops))
 	for r, f := range injectors {
 		type issued struct {
 			op, id, want string
@@ -529,12 +609,14 @@ func TestFaultMatrix(t *testing.T) {
 		if f.before != nil {
 			f.before(t)
 		}
-		for _, op := range ops {
+		for _, i := range plan[r] {
+			op, k := ops[i], ranSoFar[i]
+			ranSoFar[i]++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				at := time.Now()
-				id, want, check := op.issue(t, e, r)
+				id, want, check := op.issue(t, e, k)
 				mu.Lock()
 				runs = append(runs, issued{op.name, id, want, check, at})
 				mu.Unlock()
@@ -594,7 +676,11 @@ func TestFaultMatrix(t *testing.T) {
 		}
 		return cells[i].fault < cells[j].fault
 	})
-	t.Logf("FAULT MATRIX (seed %d, %s):", seed, time.Since(start).Round(time.Second))
+	kind := "full"
+	if !full {
+		kind = fmt.Sprintf("rotating: %d of %d cells; `make test-faults FAULT_SEED=%d` runs them all", len(cells), len(ops)*len(injectors), seed)
+	}
+	t.Logf("FAULT MATRIX (seed %d, %s, %s):", seed, kind, time.Since(start).Round(time.Second))
 	t.Logf("| %-34s | %-22s | %-16s | %6s |", "operation", "fault", "outcome", "time")
 	failed := 0
 	for _, c := range cells {
@@ -604,4 +690,14 @@ func TestFaultMatrix(t *testing.T) {
 		}
 	}
 	require.Zero(t, failed, "operations that did not end complete and consistent")
+}
+
+// chainedOrAll is how many clusters an operation that consumes one per round prepares: in the full
+// matrix the first `age` rounds' (later rounds take the clusters earlier rounds created), else one for
+// each of its rounds.
+func chainedOrAll(e *faultEnv, rounds, age int) int {
+	if e.full {
+		return min(rounds, age)
+	}
+	return rounds
 }

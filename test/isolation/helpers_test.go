@@ -2,7 +2,8 @@
 // each Keystone project's namespace, its NetworkPolicy and ResourceQuota, the bridge's own RBAC and
 // admission policies (deploy/kubernetes), and that nothing in one project's namespace can point at
 // another's. Everything runs against the real kube-apiserver, Cluster API webhooks and controllers,
-// Keystone and magnum-api; the tests FAIL when the stack is not up and MCB_E2E=0 switches them off.
+// Keystone and magnum-api. They are the e2e tier (testutil.E2E): skipped without the `e2e` build tag;
+// with it they FAIL when the stack is not up.
 package isolation
 
 import (
@@ -68,9 +69,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: tests against the local stack are switched off")
-	}
+	testutil.Require(t, testutil.E2E)
 	if _, err := os.Stat(adminKubeconfig); err != nil {
 		t.Fatalf("the local stack is not up (no management cluster kubeconfig: %v); run `make up`", err)
 	}

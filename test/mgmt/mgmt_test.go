@@ -3,11 +3,11 @@
 // typed v1beta2 API, becomes Available, serves its nodes through the generated kubeconfig, and
 // leaves nothing behind once it and its namespace are deleted.
 //
-//	deploy/local/mgmt-up.sh && go test -v -count=1 ./test/mgmt/
+//	deploy/local/mgmt-up.sh && go test -tags e2e -v -count=1 ./test/mgmt/
 //
 // MCB_KUBECONFIG names the management cluster's kubeconfig (default
-// /var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig); MCB_E2E=0 turns these tests off. Otherwise a
-// management cluster that is not up is a test failure, not a skip.
+// /var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig). They are the e2e tier: skipped without the
+// `e2e` build tag; with it, a management cluster that is not up is a test failure, not a skip.
 package mgmt_test
 
 import (

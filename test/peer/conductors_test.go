@@ -262,7 +262,7 @@ func keepLog(path, name string) {
 // printTable prints figure | bridge | peer | ratio, and each side's requests by kind.
 func printTable(cfg benchConfig, r map[string]*sideResult) {
 	br, pe := r["bridge"], r["peer"]
-	fmt.Printf("\n# command: make bench-peer PEER_CLUSTERS=%d PEER_IDLE=%s (MCB_PEER=1 go test -run '^$' -bench '^BenchmarkPeer$' -benchtime 1x ./test/peer)\n", cfg.clusters, cfg.idle)
+	fmt.Printf("\n# command: make bench-peer PEER_CLUSTERS=%d PEER_IDLE=%s (MCB_PEER=1 go test -tags integration,e2e -run '^$' -bench '^BenchmarkPeer$' -benchtime 1x ./test/peer)\n", cfg.clusters, cfg.idle)
 	fmt.Printf("# peer: magnum-conductor 23.0.0 + magnum-capi-helm (chroot), helm, the stand-in openstack-cluster chart; both on CAPI + CAPO + the OpenStack simulator\n")
 	fmt.Println("| figure | bridge | peer | peer/bridge | goal |")
 	fmt.Println("|---|---|---|---|---|")

@@ -82,6 +82,9 @@ func BenchmarkPeer(b *testing.B) {
 	if os.Getenv("MCB_PEER") != "1" {
 		b.Skip("MCB_PEER=1 runs the side-by-side benchmark against the local stack (`make bench-peer`, after `make up`)")
 	}
+	// The local stack, and its MariaDB and RabbitMQ.
+	testutil.Require(b, testutil.E2E)
+	testutil.Require(b, testutil.Integration)
 	if b.N > 1 {
 		b.Fatal("run with -benchtime 1x")
 	}

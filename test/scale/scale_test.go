@@ -115,7 +115,7 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 
 // BenchmarkScale measures issue 16's figures in one run (-benchtime 1x; b.N > 1 is refused):
 //
-//	MCB_SCALE=1 go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x -timeout 3h ./test/scale
+//	MCB_SCALE=1 go test -tags integration,e2e -run '^$' -bench '^BenchmarkScale$' -benchtime 1x -timeout 3h ./test/scale
 //
 // Phases: the bridge idle (memory, apiserver requests); MCB_SCALE_SEQUENTIAL creates one at a time,
 // MCB_SCALE_GAP (1 s) after the previous one's Cluster appeared (cast → CAPI Cluster, cast → cluster
@@ -130,6 +130,9 @@ func BenchmarkScale(b *testing.B) {
 	if os.Getenv("MCB_SCALE") != "1" {
 		b.Skip("MCB_SCALE=1 runs the scale harness (its own etcd + kube-apiserver, a CAPI simulation, minutes of CPU): `make bench-scale`")
 	}
+	// The etcd and kube-apiserver binaries `make up` builds, and the machine's MariaDB and RabbitMQ.
+	testutil.Require(b, testutil.E2E)
+	testutil.Require(b, testutil.Integration)
 	if b.N > 1 {
 		b.Fatal("run with -benchtime 1x: one run creates MCB_SCALE_CLUSTERS clusters")
 	}
@@ -554,7 +557,7 @@ func (h *harness) run(b *testing.B) {
 
 	fmt.Printf("\n## scale harness: N=%d live clusters (%d of them created one at a time), then a burst of %d more; simulated provisioning %s, %d clusters per project\n",
 		cfg.clusters, cfg.sequential, cfg.burst, cfg.readyAfter, cfg.perProject)
-	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_GAP=%s MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s MCB_SCALE_PREGENERATED_KEYS=%d go test -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
+	fmt.Printf("## command: MCB_SCALE=1 MCB_SCALE_CLUSTERS=%d MCB_SCALE_SEQUENTIAL=%d MCB_SCALE_GAP=%s MCB_SCALE_BURST=%d MCB_SCALE_IDLE=%s MCB_SCALE_LAG_SAMPLES=%d MCB_SCALE_SOAK=%s MCB_SCALE_PREGENERATED_KEYS=%d go test -tags integration,e2e -run '^$' -bench '^BenchmarkScale$' -benchtime 1x ./test/scale\n",
 		cfg.clusters, cfg.sequential, cfg.gap, cfg.burst, cfg.idle, cfg.lagSamples, cfg.soak, cfg.keys)
 	fmt.Printf("| figure | bridge | goal |\n|---|---|---|\n")
 	for _, r := range h.table {

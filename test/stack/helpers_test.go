@@ -2,10 +2,11 @@
 // to end: the real `openstack` CLI talks to the real Keystone and magnum-api 15.0.1, which validate
 // against the fake Glance/Nova/Neutron, write MariaDB and publish on RabbitMQ.
 //
-// The tests need the stack to be up and FAIL when it is not, because a silently skipped end-to-end
-// suite looks exactly like a passing one. Set MCB_E2E=0 to switch them off explicitly.
+// They are the e2e tier (testutil.E2E): built without the `e2e` tag they are skipped, saying so;
+// with it they need the stack to be up and FAIL when it is not, because a silently skipped
+// end-to-end suite looks exactly like a passing one.
 //
-// Environment: MCB_E2E (0 = skip), MCB_MAGNUM_CONF (default /etc/magnum/magnum.conf),
+// Environment: MCB_MAGNUM_CONF (default /etc/magnum/magnum.conf),
 // MCB_OPENSTACK_CLI (default: `openstack` from PATH), MCB_FAKE_OPENSTACK_REQUEST_LOG (default
 // /var/log/magnum-capi-bridge/fake-openstack-requests.jsonl).
 package stack_test
@@ -62,19 +63,15 @@ var (
 	stackErr  error
 )
 
-// requireStack returns the running stack, skips when MCB_E2E=0, and fails the test otherwise when
-// the stack is not reachable.
+// requireStack returns the running stack, skips without the `e2e` build tag, and fails the test
+// otherwise when the stack is not reachable.
 func requireStack(t *testing.T) *stack {
 	t.Helper()
-	if os.Getenv("MCB_E2E") == "0" {
-		t.Skip("MCB_E2E=0: end-to-end tests against the local OpenStack stack are switched off " +
-			"(unset MCB_E2E to run them after deploy/local/openstack/up.sh)")
-	}
+	testutil.Require(t, testutil.E2E)
 	stackOnce.Do(func() { theStack, stackErr = probeStack() })
 	if stackErr != nil {
 		t.Fatalf("the local OpenStack stack is not up: %v\n"+
-			"start it with deploy/local/openstack/up.sh (or `make up`), or set MCB_E2E=0 to switch "+
-			"end-to-end tests off", stackErr)
+			"start it with deploy/local/openstack/up.sh (or `make up`)", stackErr)
 	}
 	return theStack
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db/dbtest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 func TestParseURL(t *testing.T) {
@@ -67,8 +68,13 @@ func TestOpenErrors(t *testing.T) {
 		{"mysql bad credentials", "mysql+pymysql://mcb_no_such_user:" + secret + "@127.0.0.1:3306/magnum", "Access denied"},
 		{"postgres unknown database", "postgresql://postgres@127.0.0.1:5432/mcb_no_such_database?sslmode=disable", `"mcb_no_such_database"`},
 	}
+	// These cases need the MariaDB or PostgreSQL on loopback to answer (integration tier).
+	needsServer := map[string]bool{"mysql bad credentials": true, "postgres unknown database": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if needsServer[c.name] {
+				testutil.Require(t, testutil.Integration)
+			}
 			_, err := Open(ctx, c.url)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.mention)

@@ -6,6 +6,9 @@
 // Vhosts are managed with rabbitmqctl (the management HTTP API is not enabled on the shared
 // broker). Without rabbitmqctl, NewVhost falls back to the vhost of testutil.AMQPURL() and
 // reports Isolated=false, so callers must use unique queue and exchange names anyway.
+//
+// All of it is the integration tier (testutil.Integration): Shared, NewVhost and StartNode skip the
+// test unless it is built with the `integration` tag.
 package rpctest
 
 import (
@@ -50,9 +53,11 @@ func (b *Broker) URL() string {
 		net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) + "/" + url.PathEscape(b.Vhost)
 }
 
-// Shared is the machine's broker, from testutil.AMQPURL().
+// Shared is the machine's broker, from testutil.AMQPURL(). Integration tier: it skips the test
+// without the `integration` build tag.
 func Shared(t testing.TB) *Broker {
 	t.Helper()
+	testutil.Require(t, testutil.Integration)
 	uri, err := amqp.ParseURI(testutil.AMQPURL())
 	if err != nil {
 		t.Fatalf("rpctest: bad AMQP URL: %v", err)
@@ -168,8 +173,10 @@ type Node struct {
 }
 
 // StartNode starts a private node, or skips the test (saying why) when that cannot work here.
+// Integration tier: it skips the test without the `integration` build tag.
 func StartNode(t testing.TB) *Node {
 	t.Helper()
+	testutil.Require(t, testutil.Integration)
 	server := "/usr/lib/rabbitmq/bin/rabbitmq-server"
 	if _, err := os.Stat(server); err != nil {
 		if p, lerr := exec.LookPath("rabbitmq-server"); lerr == nil {

@@ -18,6 +18,9 @@
 //     database (shared/fixtures/magnum-23.0.0/schema/magnum_new.show-create.sql); on PostgreSQL,
 //     where no 23.0.0 capture exists, the documented 15→23 deltas (spec §5.2: c0f832afc4fd,
 //     d7e6a4d39fe4, b3e1cf4a2d5e) applied on top of the migrated Zed schema.
+//
+// Both are the integration tier (testutil.Integration): they skip the test unless it is built with
+// the `integration` tag.
 package dbtest
 
 import (
@@ -82,6 +85,7 @@ func SchemaScript() string {
 // returns its SQLAlchemy URL; the database is dropped when the test ends.
 func NewMySQL(t testing.TB, release ...Release) string {
 	t.Helper()
+	testutil.Require(t, testutil.Integration)
 	rel := pick(release)
 	admin, cfg := mysqlAdmin(t)
 	ctx := context.Background()
@@ -131,6 +135,7 @@ func NewMySQL(t testing.TB, release ...Release) string {
 // PostgreSQL and returns its SQLAlchemy URL; the database is dropped when the test ends.
 func NewPostgres(t testing.TB, release ...Release) string {
 	t.Helper()
+	testutil.Require(t, testutil.Integration)
 	rel := pick(release)
 	admin, base := pgAdmin(t)
 	ensurePostgresTemplate(t, admin, base)

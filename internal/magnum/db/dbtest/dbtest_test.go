@@ -10,11 +10,13 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db/dbtest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // Parallel callers each get their own database with the schema asked for, and it is gone after
 // the test.
 func TestFreshDatabases(t *testing.T) {
+	testutil.Require(t, testutil.Integration)
 	for _, c := range []struct {
 		name string
 		new  func(testing.TB, ...dbtest.Release) string

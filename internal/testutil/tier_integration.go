@@ -1,0 +1,5 @@
+//go:build integration
+
+package testutil
+
+const integrationTag = true

@@ -1,0 +1,5 @@
+//go:build !e2e
+
+package testutil
+
+const e2eTag = false
