@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 BIN := bin
 # Tests that talk to the local stack take minutes; the whole suite runs within CI's budget.
-TEST_TIMEOUT ?= 45m
+TEST_TIMEOUT ?= 60m
 # How many end-to-end tests run at once (they mostly wait on clusters; see deploy/local/test-all.sh).
 E2E_PARALLEL ?= 4
 PKGS ?= ./...

@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
 PKGS=${PKGS:-./...}
-TEST_TIMEOUT=${TEST_TIMEOUT:-45m}
+TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 E2E_PARALLEL=${E2E_PARALLEL:-4}
 LOG_DIR=${MCB_LOG_DIR:-/var/log/magnum-capi-bridge}
 mkdir -p "$LOG_DIR"
