@@ -7,7 +7,7 @@ BIN := bin
 # Tests that talk to the local stack take minutes; the whole suite runs within CI's budget.
 TEST_TIMEOUT ?= 60m
 # How many end-to-end tests run at once (they mostly wait on clusters; see deploy/local/test-all.sh).
-E2E_PARALLEL ?= 4
+E2E_PARALLEL ?= 5
 PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image

@@ -8,6 +8,7 @@ package chart
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -23,10 +24,26 @@ import (
 // Name is the chart's name, and the release and namespace deploy/kubernetes is rendered for.
 const Name = "magnum-capi-bridge"
 
-// Dir is the chart's directory in this checkout.
+// Dir is the chart's directory in this checkout: found above the working directory (go test and
+// go generate run in a package's directory), else next to this source file. The working directory
+// comes first because `make test` builds with -trimpath, which leaves source file names without
+// their directory.
 func Dir() string {
+	rel := filepath.Join("deploy", "helm", Name)
+	if dir, err := os.Getwd(); err == nil {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, rel, "Chart.yaml")); err == nil {
+				return filepath.Join(dir, rel)
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "helm", Name)
+	return filepath.Join(filepath.Dir(file), "..", "..", rel)
 }
 
 // Render renders every template of the chart for a release; the result maps template paths

@@ -18,16 +18,40 @@
 package testutil
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 )
 
-// RepoRoot is the directory holding go.mod.
+// RepoRoot is the directory holding the module's go.mod: the nearest above the working directory
+// (go test runs a package's tests in its directory), else the one above this source file. The
+// working directory comes first because `make test` builds with -trimpath, which leaves source
+// file names without their directory.
 func RepoRoot() string {
+	if dir, err := os.Getwd(); err == nil {
+		if root, ok := moduleRoot(dir); ok {
+			return root
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// moduleRoot is the nearest directory at or above dir whose go.mod declares this module (not a
+// nested module such as test/caposim).
+func moduleRoot(dir string) (string, bool) {
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(mod, []byte("module github.com/magnum-capi-bridge/magnum-capi-bridge\n")) {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
 }
 
 // SharedDir is the read-only reference folder (`shared/`), by default `../shared` from the

@@ -307,19 +307,36 @@ func adminProjectAlone(t *testing.T) token {
 }
 
 // requireNodesAreServers: the workload cluster's nodes are exactly the project's servers (the
-// kubelet registers the server's name, lowercased).
+// kubelet registers the server's name, lowercased). The kubeconfig is fetched once and the nodes
+// listed until they match: a removed server's Node goes a little after the server, and each
+// `coe cluster config` is a CLI run that takes seconds on a loaded machine.
 func requireNodesAreServers(t *testing.T, token, clusterUUID string) {
 	t.Helper()
 	var names []string
 	for _, s := range projectServers(t, token) {
 		names = append(names, strings.ToLower(s.Name))
 	}
-	require.Eventually(t, func() bool {
-		nodes := workloadNodes(t, clusterUUID)
+	slices.Sort(names)
+	kc := workloadKubeconfigIn(t, cloudDemo, clusterUUID)
+	var (
+		nodes []string
+		out   string
+		err   error
+	)
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		if out, err = kubectl(t, kc, "get", "nodes", "-o", "name"); err != nil {
+			continue
+		}
+		nodes = nodes[:0]
+		for _, f := range strings.Fields(out) {
+			nodes = append(nodes, strings.TrimPrefix(f, "node/"))
+		}
 		slices.Sort(nodes)
-		slices.Sort(names)
-		return slices.Equal(nodes, names)
-	}, time.Minute, 2*time.Second, "nodes %v, servers %v", workloadNodes(t, clusterUUID), names)
+		if slices.Equal(nodes, names) {
+			return
+		}
+	}
+	t.Fatalf("the workload cluster's nodes are not the project's servers after 3 minutes: nodes %v, servers %v (last kubectl error: %v %s)", nodes, names, err, out)
 }
 
 // simulatorRequests are the simulator's recent requests made with the project's tokens.

@@ -29,46 +29,40 @@ func waitRefused(t *testing.T, cloud, id string) *clusterShow {
 	}
 }
 
-// TestKubeTagTheImageCannotRunIsRefused: on the v1.36.3 image (Glance property kube_version=v1.36.3
-// in the fake's seed), kube_tag v1.99.0 (no such Kubernetes, outside the range) and v1.35.4 (older
-// than the image) fail at once naming kube_tag, the image's version and the supported range, and
-// nothing reaches the management cluster.
-func TestKubeTagTheImageCannotRunIsRefused(t *testing.T) {
+// TestRefusedBeforeAnythingIsBuilt: on the v1.36.3 image (Glance property kube_version=v1.36.3 in
+// the fake's seed), kube_tag v1.99.0 (no such Kubernetes, outside the range) and v1.35.4 (older than
+// the image) fail at once naming kube_tag, the image's version and the supported range; and
+// master_lb_floating_ip_enabled, which means nothing to the in-memory machines, fails naming the label
+// for "maybe", no boolean whatever the flavor does with it. Nothing reaches the management cluster.
+func TestRefusedBeforeAnythingIsBuilt(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	supported := addons.SupportedKubernetesVersions().String()
 	tmpl := createTemplate(t, cloudDemo) // ubuntu-2404-kube-v1.36.3
-	tags := []string{"v1.99.0", "v1.35.4"}
-	ids := make([]string, len(tags))
-	for i, tag := range tags {
-		ids[i] = createCluster(t, cloudDemo, tmpl, "badtag-"+suffix(), "--node-count", "1", "--labels", "kube_tag="+tag)
+	cases := []struct {
+		label string
+		want  []string
+	}{
+		{"kube_tag=v1.99.0", []string{"kube_tag", "v1.99.0", "v1.36.3", supported}},
+		{"kube_tag=v1.35.4", []string{"kube_tag", "v1.35.4", "v1.36.3", supported}},
+		{"master_lb_floating_ip_enabled=maybe", []string{`invalid value "maybe" for label master_lb_floating_ip_enabled`}},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = createCluster(t, cloudDemo, tmpl, "refused-"+suffix(), "--node-count", "1", "--labels", c.label)
 	}
 	for i, id := range ids {
 		c := waitRefused(t, cloudDemo, id)
-		for _, want := range []string{"kube_tag", tags[i], "v1.36.3", supported} {
-			require.Contains(t, c.StatusReason, want, "kube_tag=%s", tags[i])
+		for _, want := range cases[i].want {
+			require.Contains(t, c.StatusReason, want, cases[i].label)
 		}
-		require.Empty(t, capiObjects(t, id), "no CAPI Cluster nor secrets of a refused create")
+		require.NotContains(t, c.StatusReason, "not implemented", cases[i].label)
+		require.Empty(t, capiObjects(t, id), "no CAPI Cluster nor secrets of a refused create (%s)", cases[i].label)
 		mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
 	}
 	for _, id := range ids {
 		waitGone(t, cloudDemo, id, 2*time.Minute)
 	}
-}
-
-// TestInvalidValueOfAnUnimplementedLabelIsRefused: master_lb_floating_ip_enabled means nothing to the
-// in-memory machines, but "maybe" is no boolean whatever the flavor does with it.
-func TestInvalidValueOfAnUnimplementedLabelIsRefused(t *testing.T) {
-	requireStack(t)
-	t.Parallel()
-	tmpl := createTemplate(t, cloudDemo)
-	id := createCluster(t, cloudDemo, tmpl, "badbool-"+suffix(), "--node-count", "1", "--labels", "master_lb_floating_ip_enabled=maybe")
-	c := waitRefused(t, cloudDemo, id)
-	require.Contains(t, c.StatusReason, `invalid value "maybe" for label master_lb_floating_ip_enabled`)
-	require.NotContains(t, c.StatusReason, "not implemented")
-	require.Empty(t, capiObjects(t, id))
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
-	waitGone(t, cloudDemo, id, 2*time.Minute)
 }
 
 // TestKubeTagOfTheImageIsBuiltAndAnUpgradeItCannotRunIsRefused: kube_tag equal to the image's
