@@ -239,9 +239,17 @@ func get(tok, path string) (int, string) { return getFrom(magnumURL, tok, path) 
 
 // getFrom asks the magnum-api at base as the token's user.
 func getFrom(base, tok, path string) (int, string) {
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	return requestTo(http.MethodGet, base, tok, path, nil)
+}
+
+// requestTo sends body (JSON, or none when nil) to magnum-api as the token's user.
+func requestTo(method, base, tok, path string, body io.Reader) (int, string) {
+	req, err := http.NewRequest(method, base+path, body)
 	if err != nil {
 		return 0, err.Error()
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("X-Auth-Token", tok)
 	req.Header.Set("OpenStack-API-Version", "container-infra latest")
@@ -251,8 +259,8 @@ func getFrom(base, tok, path string) (int, string) {
 		return 0, err.Error()
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(body)
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(answer)
 }
 
 func getStatus(tok, path string) int {
