@@ -120,7 +120,7 @@ func BenchmarkPeer(b *testing.B) {
 }
 
 // benchEnv is what both sides share: the management cluster (watched by the harness as admin),
-// a demo user's Keystone token and the harness CA for the counting proxies.
+// the peer tenant's Keystone token and the harness CA for the counting proxies.
 type benchEnv struct {
 	root   string
 	dir    string
@@ -147,8 +147,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		b.Fatal(err)
 	}
 	e.events = watchClusters(ctx, b, e.kube)
-	if e.token, err = demoToken(); err != nil {
-		b.Fatalf("a token of demo from Keystone (make up): %v", err)
+	if e.token, err = tenantToken(); err != nil {
+		b.Fatalf("a token of %s from Keystone (make up): %v", tenantName, err)
 	}
 	return e
 }
@@ -275,7 +275,7 @@ func sum(m map[string]int) int {
 }
 
 // castCreate sends cluster_create as magnum-api 23.0.0 does (Cluster 1.24, one master, one worker),
-// with the demo user's real token: both conductors call Keystone, Nova, Glance and Neutron with it.
+// with the peer tenant's real token: both conductors call Keystone, Nova, Glance and Neutron with it.
 func (e *benchEnv) castCreate(ctx context.Context, s *side, name string) (string, time.Time, error) {
 	id := uuid.NewString()
 	c := &magnum.Cluster{}
@@ -444,17 +444,34 @@ func rssMiB(pids []int) float64 {
 	return kb / 1024
 }
 
-// keystoneToken is a project-scoped token of demo, and the context magnum-api would send with it.
+// The side by side runs as a tenant of its own: its clusters, namespaces and application credentials
+// never show to the end-to-end tests, which run beside it and list and count demo's.
+const tenantName = "peer_demo"
+
+var tenantPassword = func() string {
+	if p := os.Getenv("PEER_DEMO_PASSWORD"); p != "" {
+		return p
+	}
+	return "secretpeer_demo"
+}()
+
+// keystoneToken is a project-scoped token of the tenant, and the context magnum-api would send with it.
 type keystoneToken struct {
 	id, userID, projectID string
 	roles                 []string
 	info                  json.RawMessage
 }
 
-func demoToken() (*keystoneToken, error) {
-	body := `{"auth":{"identity":{"methods":["password"],"password":{"user":{"name":"demo","domain":{"id":"default"},"password":"secretdemo"}}},` +
-		`"scope":{"project":{"name":"demo","domain":{"id":"default"}}}}}`
-	resp, err := http.Post(keystoneURL+"/auth/tokens", "application/json", strings.NewReader(body))
+func tenantToken() (*keystoneToken, error) {
+	body, err := json.Marshal(map[string]any{"auth": map[string]any{
+		"identity": map[string]any{"methods": []string{"password"}, "password": map[string]any{
+			"user": map[string]any{"name": tenantName, "domain": map[string]string{"id": "default"}, "password": tenantPassword}}},
+		"scope": map[string]any{"project": map[string]any{"name": tenantName, "domain": map[string]string{"id": "default"}}},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.Post(keystoneURL+"/auth/tokens", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -485,8 +502,8 @@ func demoToken() (*keystoneToken, error) {
 }
 
 func (t *keystoneToken) context() *rpc.Context {
-	return &rpc.Context{User: t.userID, UserID: t.userID, UserName: "demo", Project: t.projectID, ProjectID: t.projectID,
-		ProjectName: "demo", UserDomain: "default", UserDomainID: "default", UserDomainName: "Default", Roles: t.roles,
+	return &rpc.Context{User: t.userID, UserID: t.userID, UserName: tenantName, Project: t.projectID, ProjectID: t.projectID,
+		ProjectName: tenantName, UserDomain: "default", UserDomainID: "default", UserDomainName: "Default", Roles: t.roles,
 		IsAdminProject: true, RequestID: "req-" + uuid.NewString(), AuthURL: keystoneURL, AuthToken: t.id, AuthTokenInfo: t.info,
 		UserIdentity: t.userID + " " + t.projectID + " - default -"}
 }

@@ -214,7 +214,10 @@ def main():
     state.grant(admin_role, admin, project=admin_project)
 
     service_project = state.project("service", default, "Service users of the local stack")
-    for name, password_var in (("demo", "DEMO_PASSWORD"), ("alt_demo", "ALT_DEMO_PASSWORD")):
+    # peer_demo: the tenant of `make bench-peer`, whose clusters then never show in demo's lists
+    # while the end-to-end tests run beside it.
+    for name, password_var in (("demo", "DEMO_PASSWORD"), ("alt_demo", "ALT_DEMO_PASSWORD"),
+                               ("peer_demo", "PEER_DEMO_PASSWORD")):
         project = state.project(name, default, "Tenant %s of the local stack" % name)
         user = state.user(name, default, ENV[password_var], project=project)
         state.grant(member_role, user, project=project)
