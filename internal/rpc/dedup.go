@@ -1,56 +1,37 @@
 package rpc
 
 import (
-	"container/list"
-	"sync"
+	"k8s.io/utils/lru"
 )
 
-// dedupCache remembers the last N finished _unique_ids (LRU) and, for calls, their reply.
+// dedupCache remembers the last N finished _unique_ids and, for calls, their reply. The broker
+// redelivers whatever was not acknowledged when a connection dropped, and oslo clients may
+// resend; remembering recent ids lets such copies be answered without running the handler
+// twice. Least recently seen ids are forgotten first.
 type dedupCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List
-	items map[string]*list.Element
+	lru *lru.Cache
 }
 
-type dedupEntry struct {
-	id    string
-	reply *Reply
+func newDedupCache(size int) *dedupCache {
+	return &dedupCache{lru: lru.New(size)}
 }
 
-func newDedupCache(max int) *dedupCache {
-	return &dedupCache{max: max, order: list.New(), items: map[string]*list.Element{}}
-}
-
+// get reports whether id finished recently and, for a call, its reply (nil for a cast).
 func (c *dedupCache) get(id string) (*Reply, bool) {
 	if id == "" {
-		return nil, false
+		return nil, false // an id-less message cannot be recognised again
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.items[id]
+	v, ok := c.lru.Get(id)
 	if !ok {
 		return nil, false
 	}
-	c.order.MoveToFront(el)
-	return el.Value.(*dedupEntry).reply, true
+	return v.(*Reply), true
 }
 
+// put records that id finished, with the reply a call got (nil for a cast).
 func (c *dedupCache) put(id string, reply *Reply) {
 	if id == "" {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.items[id]; ok {
-		el.Value.(*dedupEntry).reply = reply
-		c.order.MoveToFront(el)
-		return
-	}
-	c.items[id] = c.order.PushFront(&dedupEntry{id: id, reply: reply})
-	for c.order.Len() > c.max {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.items, last.Value.(*dedupEntry).id)
-	}
+	c.lru.Add(id, reply)
 }

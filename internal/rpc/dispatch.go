@@ -14,12 +14,14 @@ import (
 // work is one worker: it takes runnable tasks from the scheduler until the scheduler stops.
 func (s *Server) work() {
 	for {
-		t := s.sched.next()
-		if t == nil {
+		t, ok := s.sched.next()
+		if !ok {
 			return
 		}
 		if retryIn, again := s.process(t); again {
-			s.sched.retryLater(t, retryIn)
+			if !s.sched.retryLater(t, retryIn) {
+				t.requeue() // shutting down: the next consumer retries it
+			}
 		} else {
 			s.sched.done(t)
 		}

@@ -1,38 +1,35 @@
 package rpc
 
 import (
-	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // obsoleteReplies remembers reply queues found missing, so that later replies to them are
-// tried once instead of blocking a worker for the whole retry window (oslo keeps the same list).
+// tried once instead of blocking a worker for the whole retry window (oslo keeps the same
+// list). An entry expires after obsoleteReplyTTL, since a client may come back and declare
+// its queue again; the size bound keeps a flood of vanished clients from growing it.
 type obsoleteReplies struct {
-	mu    sync.Mutex
-	items map[string]time.Time
+	items *cache.LRUExpireCache
 }
 
-func newObsoleteReplies() *obsoleteReplies { return &obsoleteReplies{items: map[string]time.Time{}} }
+const (
+	obsoleteReplyTTL  = 10 * time.Minute
+	obsoleteReplySize = 1024
+)
 
-const obsoleteReplyTTL = 10 * time.Minute
-
-func (o *obsoleteReplies) add(q string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	now := time.Now()
-	for k, at := range o.items {
-		if now.Sub(at) > obsoleteReplyTTL {
-			delete(o.items, k)
-		}
+// newObsoleteReplies uses clock for expiry (nil: the real time).
+func newObsoleteReplies(clock cache.Clock) *obsoleteReplies {
+	if clock == nil {
+		return &obsoleteReplies{items: cache.NewLRUExpireCache(obsoleteReplySize)}
 	}
-	if len(o.items) < 1024 {
-		o.items[q] = now
-	}
+	return &obsoleteReplies{items: cache.NewLRUExpireCacheWithClock(obsoleteReplySize, clock)}
 }
+
+func (o *obsoleteReplies) add(q string) { o.items.Add(q, struct{}{}, obsoleteReplyTTL) }
 
 func (o *obsoleteReplies) has(q string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	at, ok := o.items[q]
-	return ok && time.Since(at) < obsoleteReplyTTL
+	_, ok := o.items.Get(q)
+	return ok
 }

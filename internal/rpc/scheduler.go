@@ -5,35 +5,40 @@ import (
 	"time"
 )
 
-// scheduler runs tasks in arrival order per key and in parallel across keys. A key's chain
-// holds all its tasks; only the head is ever runnable, running or waiting for a retry.
-type scheduler struct {
+// scheduler runs items in arrival order per key and in parallel across keys: two messages
+// about the same cluster must not race, while different clusters should not wait for each
+// other. A key's chain holds all its items; only the head is ever runnable, running or waiting
+// for a retry. Items with the empty key are independent of everything.
+//
+// It knows nothing about AMQP, so that the ordering rules can be tested on their own.
+type scheduler[T comparable] struct {
+	keyOf    func(T) string
 	mu       sync.Mutex
 	cond     *sync.Cond
-	runq     []*task
-	chains   map[string][]*task
-	waiting  map[*task]struct{}
+	runq     []T
+	chains   map[string][]T
+	waiting  map[T]*time.Timer // items waiting for a retry, with their timer
 	stopping bool
 }
 
-func newScheduler() *scheduler {
-	s := &scheduler{chains: map[string][]*task{}, waiting: map[*task]struct{}{}}
+func newScheduler[T comparable](keyOf func(T) string) *scheduler[T] {
+	s := &scheduler[T]{keyOf: keyOf, chains: map[string][]T{}, waiting: map[T]*time.Timer{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
 // submit queues t; false when shutting down.
-func (s *scheduler) submit(t *task) bool {
+func (s *scheduler[T]) submit(t T) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
 		return false
 	}
-	if t.key == "" {
+	if key := s.keyOf(t); key == "" {
 		s.runq = append(s.runq, t)
 	} else {
-		chain := s.chains[t.key]
-		s.chains[t.key] = append(chain, t)
+		chain := s.chains[key]
+		s.chains[key] = append(chain, t)
 		if len(chain) > 0 {
 			return true // runs after its predecessors
 		}
@@ -43,56 +48,59 @@ func (s *scheduler) submit(t *task) bool {
 	return true
 }
 
-// next blocks until a task is runnable; nil when stopping.
-func (s *scheduler) next() *task {
+// next blocks until an item is runnable; false when stopping.
+func (s *scheduler[T]) next() (T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.runq) == 0 && !s.stopping {
 		s.cond.Wait()
 	}
+	var zero T
 	if s.stopping {
-		return nil
+		return zero, false
 	}
 	t := s.runq[0]
-	s.runq[0] = nil
+	s.runq[0] = zero // let the collector have it
 	s.runq = s.runq[1:]
-	return t
+	return t, true
 }
 
 // done releases t's key: its successor becomes runnable.
-func (s *scheduler) done(t *task) {
+func (s *scheduler[T]) done(t T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t.key == "" {
+	key := s.keyOf(t)
+	if key == "" {
 		return
 	}
-	chain := s.chains[t.key]
+	chain := s.chains[key]
 	if len(chain) > 0 && chain[0] == t {
-		chain[0] = nil
+		var zero T
+		chain[0] = zero
 		chain = chain[1:]
 	}
 	if len(chain) == 0 {
-		delete(s.chains, t.key)
+		delete(s.chains, key)
 		return
 	}
-	s.chains[t.key] = chain
+	s.chains[key] = chain
 	if !s.stopping {
 		s.runq = append(s.runq, chain[0])
 		s.cond.Signal()
 	}
 }
 
-// retryLater keeps t at the head of its chain and makes it runnable again after delay.
-func (s *scheduler) retryLater(t *task, delay time.Duration) {
+// retryLater keeps t at the head of its chain, so its successors keep waiting, and makes it
+// runnable again after delay. When the scheduler is stopping it returns false: t has left the
+// scheduler and the caller must hand it back (to the broker).
+func (s *scheduler[T]) retryLater(t T, delay time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
-		t.requeue()
 		s.dropLocked(t)
-		return
+		return false
 	}
-	s.waiting[t] = struct{}{}
-	t.timer = time.AfterFunc(delay, func() {
+	s.waiting[t] = time.AfterFunc(delay, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if _, ok := s.waiting[t]; !ok {
@@ -102,13 +110,15 @@ func (s *scheduler) retryLater(t *task, delay time.Duration) {
 		s.runq = append(s.runq, t)
 		s.cond.Signal()
 	})
+	return true
 }
 
-func (s *scheduler) dropLocked(t *task) {
-	if t.key == "" {
+func (s *scheduler[T]) dropLocked(t T) {
+	key := s.keyOf(t)
+	if key == "" {
 		return
 	}
-	chain := s.chains[t.key]
+	chain := s.chains[key]
 	for i, c := range chain {
 		if c == t {
 			chain = append(chain[:i:i], chain[i+1:]...)
@@ -116,23 +126,24 @@ func (s *scheduler) dropLocked(t *task) {
 		}
 	}
 	if len(chain) == 0 {
-		delete(s.chains, t.key)
+		delete(s.chains, key)
 	} else {
-		s.chains[t.key] = chain
+		s.chains[key] = chain
 	}
 }
 
-// stop makes workers exit after their current task and returns every task that has not
-// started (queued, waiting behind its key, or waiting for a retry).
-func (s *scheduler) stop() []*task {
+// stop makes workers exit after their current item and returns every item that has not
+// started (queued, waiting behind its key, or waiting for a retry), so that it can be handed
+// back instead of lost.
+func (s *scheduler[T]) stop() []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopping = true
 	s.cond.Broadcast()
-	seen := map[*task]bool{}
-	var out []*task
-	add := func(t *task) {
-		if t != nil && !seen[t] {
+	seen := map[T]bool{}
+	var out []T
+	add := func(t T) {
+		if !seen[t] {
 			seen[t] = true
 			out = append(out, t)
 		}
@@ -141,11 +152,11 @@ func (s *scheduler) stop() []*task {
 		add(t)
 	}
 	s.runq = nil
-	for t := range s.waiting {
-		t.timer.Stop()
+	for t, timer := range s.waiting {
+		timer.Stop()
 		add(t)
 	}
-	s.waiting = map[*task]struct{}{}
+	s.waiting = map[T]*time.Timer{}
 	for key, chain := range s.chains {
 		// The head may be running (not in runq/waiting): keep it, hand back the rest.
 		head := chain[0]

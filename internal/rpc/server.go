@@ -46,7 +46,7 @@ type Server struct {
 
 	fanoutID string
 	pub      *publisher
-	sched    *scheduler
+	sched    *scheduler[*task]
 	dedup    *dedupCache
 	obsolete *obsoleteReplies
 	stats    serverStats
@@ -85,7 +85,7 @@ func NewServer(opts Options) (*Server, error) {
 		handlers: map[string]Handler{},
 		fanoutID: newUUIDHex(),
 		dedup:    newDedupCache(opts.DedupSize),
-		obsolete: newObsoleteReplies(),
+		obsolete: newObsoleteReplies(nil),
 		ready:    make(chan struct{}),
 	}
 	if s.keyFunc == nil {
@@ -131,7 +131,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.handlerCtx, s.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
 	defer s.cancelHandler()
-	s.sched = newScheduler()
+	s.sched = newScheduler(func(t *task) string { return t.key })
 	s.log.Info("rpc: server starting", "options", s.opts, "queues", s.Queues(), "workers", s.opts.Workers)
 
 	var workers sync.WaitGroup

@@ -24,7 +24,6 @@ type task struct {
 	badErr   error
 	key      string
 	attempts int
-	timer    *time.Timer // set while waiting for a retry
 	// ctx is what the handler runs under: the server's handler context plus the log attributes
 	// of this message (cluster, method, request id).
 	ctx     context.Context
