@@ -268,8 +268,12 @@ func (sh *clientShared) consumeReplies() {
 		})
 	}
 	defer markReady(errors.New("rpc: client closed"))
-	for attempt := 0; sh.ctx.Err() == nil; attempt++ {
-		err := sh.replySession(conn, func() { attempt = 0; markReady(nil) })
+	retry := newBackoff(sh.opts.ReconnectInterval, sh.opts.ReconnectMax)
+	for sh.ctx.Err() == nil {
+		err := sh.replySession(conn, func() {
+			retry = newBackoff(sh.opts.ReconnectInterval, sh.opts.ReconnectMax) // connected: start over
+			markReady(nil)
+		})
 		if sh.ctx.Err() != nil {
 			return
 		}
@@ -279,7 +283,7 @@ func (sh *clientShared) consumeReplies() {
 		} else if err != nil {
 			sh.log.Warn("rpc: reply consumer interrupted, reconnecting", "error", err.Error())
 		}
-		if !sleepCtx(sh.ctx, backoff(attempt, sh.opts.ReconnectInterval, sh.opts.ReconnectMax)) {
+		if !sleepCtx(sh.ctx, retry.Step()) {
 			return
 		}
 	}

@@ -120,7 +120,10 @@ func (s *Server) process(t *task) (time.Duration, bool) {
 			s.observe(t, OutcomeError, elapsed)
 			return 0, false
 		}
-		delay := backoff(t.attempts-1, s.opts.RetryMin, s.opts.RetryMax)
+		if t.attempts == 1 {
+			t.retry = newBackoff(s.opts.RetryMin, s.opts.RetryMax)
+		}
+		delay := t.retry.Step()
 		if req.IsCall && !req.Deadline.IsZero() && time.Now().Add(delay).After(req.Deadline) {
 			// Retrying past the caller's deadline would only execute an expired call.
 			s.stats.failed.Add(1)

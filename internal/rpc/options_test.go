@@ -196,8 +196,9 @@ func TestOptionsInvalidValuesNameTheKey(t *testing.T) {
 }
 
 func TestBackoffGrowsAndIsBounded(t *testing.T) {
+	b := newBackoff(100*time.Millisecond, 2*time.Second)
 	for n := 0; n < 20; n++ {
-		d := backoff(n, 100*time.Millisecond, 2*time.Second)
+		d := b.Step()
 		ceil := 100 * time.Millisecond << min(n, 5)
 		if ceil > 2*time.Second {
 			ceil = 2 * time.Second

@@ -144,7 +144,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	var runErr error
-	for attempt := 0; ctx.Err() == nil; {
+	retry := newBackoff(s.opts.ReconnectInterval, s.opts.ReconnectMax)
+	for ctx.Err() == nil {
 		sess, err := s.startSession(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -155,15 +156,14 @@ func (s *Server) Run(ctx context.Context) error {
 				break
 			}
 			s.brokerError()
-			delay := backoff(attempt, s.opts.ReconnectInterval, s.opts.ReconnectMax)
-			attempt++
+			delay := retry.Step()
 			s.log.Warn("rpc: cannot set up consumers, retrying", "error", err.Error(), "retry_in", delay.Round(time.Millisecond))
 			if !sleepCtx(ctx, delay) {
 				break
 			}
 			continue
 		}
-		attempt = 0
+		retry = newBackoff(s.opts.ReconnectInterval, s.opts.ReconnectMax) // connected: start over
 		s.readyOnce.Do(func() { close(s.ready) })
 		select {
 		case <-ctx.Done():

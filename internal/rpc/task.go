@@ -9,6 +9,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/logctx"
 )
@@ -24,6 +25,7 @@ type task struct {
 	badErr   error
 	key      string
 	attempts int
+	retry    wait.Backoff // delays between handler attempts, from the first retry on
 	// ctx is what the handler runs under: the server's handler context plus the log attributes
 	// of this message (cluster, method, request id).
 	ctx     context.Context
