@@ -66,22 +66,13 @@ func AppendString(dst []byte, s string) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// shortEscape holds the characters json.dumps writes as a backslash and a letter.
+var shortEscape = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
+// appendASCII appends one ASCII character, escaped as json.dumps escapes it.
 func appendASCII(dst []byte, c byte) []byte {
-	switch c {
-	case '"':
-		return append(dst, '\\', '"')
-	case '\\':
-		return append(dst, '\\', '\\')
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
+	if e := shortEscape[c]; e != 0 {
+		return append(dst, '\\', e)
 	}
 	if c < 0x20 || c == 0x7f {
 		return appendUnicodeEscape(dst, uint16(c))
@@ -147,13 +138,19 @@ func (s *scanner) value(dst []byte) ([]byte, error) {
 	}
 }
 
-func (s *scanner) object(dst []byte) ([]byte, error) {
-	s.pos++ // '{'
-	dst = append(dst, '{')
+func (s *scanner) object(dst []byte) ([]byte, error) { return s.container(dst, '{', '}', s.member) }
+
+func (s *scanner) array(dst []byte) ([]byte, error) { return s.container(dst, '[', ']', s.value) }
+
+// container writes an object or an array: open and closing are its brackets, element writes
+// one member or item; ", " goes between them.
+func (s *scanner) container(dst []byte, open, closing byte, element func([]byte) ([]byte, error)) ([]byte, error) {
+	s.pos++ // open
+	dst = append(dst, open)
 	s.skipSpace()
-	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+	if s.pos < len(s.src) && s.src[s.pos] == closing {
 		s.pos++
-		return append(dst, '}'), nil
+		return append(dst, closing), nil
 	}
 	for first := true; ; first = false {
 		if !first {
@@ -161,17 +158,7 @@ func (s *scanner) object(dst []byte) ([]byte, error) {
 		}
 		s.skipSpace()
 		var err error
-		if dst, err = s.str(dst); err != nil {
-			return nil, err
-		}
-		s.skipSpace()
-		if s.pos >= len(s.src) || s.src[s.pos] != ':' {
-			return nil, ErrInvalid
-		}
-		s.pos++
-		dst = append(dst, ':', ' ')
-		s.skipSpace()
-		if dst, err = s.value(dst); err != nil {
+		if dst, err = element(dst); err != nil {
 			return nil, err
 		}
 		s.skipSpace()
@@ -181,46 +168,29 @@ func (s *scanner) object(dst []byte) ([]byte, error) {
 		switch s.src[s.pos] {
 		case ',':
 			s.pos++
-		case '}':
+		case closing:
 			s.pos++
-			return append(dst, '}'), nil
+			return append(dst, closing), nil
 		default:
 			return nil, ErrInvalid
 		}
 	}
 }
 
-func (s *scanner) array(dst []byte) ([]byte, error) {
-	s.pos++ // '['
-	dst = append(dst, '[')
+// member writes one "key": value pair of an object.
+func (s *scanner) member(dst []byte) ([]byte, error) {
+	dst, err := s.str(dst)
+	if err != nil {
+		return nil, err
+	}
 	s.skipSpace()
-	if s.pos < len(s.src) && s.src[s.pos] == ']' {
-		s.pos++
-		return append(dst, ']'), nil
+	if s.pos >= len(s.src) || s.src[s.pos] != ':' {
+		return nil, ErrInvalid
 	}
-	for first := true; ; first = false {
-		if !first {
-			dst = append(dst, ',', ' ')
-		}
-		s.skipSpace()
-		var err error
-		if dst, err = s.value(dst); err != nil {
-			return nil, err
-		}
-		s.skipSpace()
-		if s.pos >= len(s.src) {
-			return nil, ErrInvalid
-		}
-		switch s.src[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return append(dst, ']'), nil
-		default:
-			return nil, ErrInvalid
-		}
-	}
+	s.pos++
+	dst = append(dst, ':', ' ')
+	s.skipSpace()
+	return s.value(dst)
 }
 
 // str re-escapes one string literal. Escapes in the input are decoded to UTF-16 code units
@@ -247,16 +217,8 @@ func (s *scanner) str(dst []byte) ([]byte, error) {
 			switch e {
 			case '"', '\\', '/':
 				dst = appendASCII(dst, e)
-			case 'b':
-				dst = append(dst, '\\', 'b')
-			case 'f':
-				dst = append(dst, '\\', 'f')
-			case 'n':
-				dst = append(dst, '\\', 'n')
-			case 'r':
-				dst = append(dst, '\\', 'r')
-			case 't':
-				dst = append(dst, '\\', 't')
+			case 'b', 'f', 'n', 'r', 't':
+				dst = append(dst, '\\', e) // Python writes these short forms too
 			case 'u':
 				if s.pos+4 > len(s.src) {
 					return nil, ErrInvalid
