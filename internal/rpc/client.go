@@ -148,7 +148,8 @@ func newMessage(method string, args any, rctx *Context) (*Message, error) {
 	return &Message{Method: method, ArgsRaw: raw, Context: rctx}, nil
 }
 
-// requestProps are kombu's properties for a request (spec §2.3).
+// requestProps are the properties kombu sets on a request, so that the broker and the
+// Python services treat ours the same.
 func requestProps(body []byte, expiration time.Duration) amqp.Publishing {
 	p := amqp.Publishing{ContentType: "application/json", ContentEncoding: "utf-8", DeliveryMode: amqp.Persistent, Body: body}
 	if expiration > 0 {

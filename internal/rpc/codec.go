@@ -12,7 +12,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/pyjson"
 )
 
-// Wire format (spec §2.4–2.8). A request body is the envelope
+// Wire format, as oslo.messaging writes it. A request body is the envelope
 //
 //	{"oslo.version": "2.0", "oslo.message": "<inner message as a JSON string>"}
 //
@@ -348,7 +348,7 @@ func wrapEnvelope(inner []byte) []byte {
 
 // ---- replies --------------------------------------------------------------------------------
 
-// Reply is the inner message of a reply (spec §2.8).
+// Reply is the inner message of a reply.
 type Reply struct {
 	// Result is the raw JSON result (null when absent).
 	Result json.RawMessage

@@ -107,8 +107,8 @@ func isConfigError(err error) bool {
 
 // ---- publisher ----------------------------------------------------------------------------------
 
-// errUnroutable is returned for a mandatory message the broker could not route (the reply
-// queue is gone, spec §2.7).
+// errUnroutable is returned for a mandatory message the broker could not route: for a reply,
+// the caller's reply queue is gone (it gave up or exited).
 var errUnroutable = errors.New("message returned by the broker: no queue bound")
 
 // publisher owns one connection and one channel in confirm mode. publish waits for the

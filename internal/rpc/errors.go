@@ -28,7 +28,7 @@ type OsloFailure interface {
 	OsloFailure() (module, class string, kwargs map[string]any)
 }
 
-// RemoteError is an oslo remote exception: what a failed call's reply carries (spec §2.8).
+// RemoteError is an oslo remote exception: what a failed call's reply carries.
 // Handlers may return one to pick the class; Client.Call returns one for a failure reply.
 //
 // Magnum's client re-raises classes of module magnum.common.exception as themselves (with the

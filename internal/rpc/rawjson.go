@@ -209,7 +209,7 @@ func (s *rawScanner) skipValue() error {
 	return errInvalidJSON
 }
 
-// scanValue advances over one value and checks the grammar json.Valid checks (RFC 8259; like
+// scanValue advances over one value and checks the grammar json.Valid checks (like
 // encoding/json it does not check UTF-8). Open containers are kept on a stack, not the Go
 // stack, so deep nesting cannot exhaust it.
 func (s *rawScanner) scanValue() error {

@@ -17,7 +17,8 @@ const parkedFromHeader = "x-mcb-parked-from"
 
 // Server consumes magnum-conductor's queues and dispatches to registered handlers.
 //
-// Queues (declared exactly as oslo.messaging declares them with the same options, spec §2.2):
+// Queues (declared exactly as oslo.messaging declares them, with the same options, since a
+// declaration that differs from the existing queue is refused by the broker):
 // the topic queue <topic> (shared by competing consumers), the per-server queue
 // <topic>.<ServerID> (a stable id, so restarts do not orphan queues), a fanout queue on the
 // <topic>_fanout exchange, and this project's durable parking queue.
