@@ -1,9 +1,13 @@
 package rpc
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestDedupCache(t *testing.T) {
@@ -79,6 +83,63 @@ func TestDedupCache(t *testing.T) {
 				assert.Equal(t, o.dup, dup, "op %d: get(%q) duplicate", i, o.id)
 				assert.Same(t, o.want, got, "op %d: get(%q) reply", i, o.id)
 			}
+		})
+	}
+}
+
+// TestServerRunsACastOncePerUniqueID drives deliveries through the server's intake, scheduler
+// and dispatch without a broker: a copy of a finished cast (same _unique_id) is acknowledged
+// without running the handler again, unless the id has been forgotten.
+func TestServerRunsACastOncePerUniqueID(t *testing.T) {
+	cases := []struct {
+		name      string
+		dedupSize int
+		ids       []string
+		runs      int
+		outcomes  []string
+	}{
+		{"a copy is not run again", 8, []string{"a", "a"}, 1, []string{OutcomeOK, OutcomeDuplicate}},
+		{"different ids all run", 8, []string{"a", "b"}, 2, []string{OutcomeOK, OutcomeOK}},
+		{"messages without id always run", 8, []string{"", ""}, 2, []string{OutcomeOK, OutcomeOK}},
+		{"a forgotten id runs again", 1, []string{"a", "b", "a"}, 3, []string{OutcomeOK, OutcomeOK, OutcomeOK}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var outcomes []string
+			s, err := NewServer(Options{
+				Hosts: []Host{{Hostname: "broker.invalid", Port: 5672}}, Exchange: "magnum", Topic: "magnum-conductor",
+				ServerID: "test", DedupSize: c.dedupSize, Logger: slog.New(slog.DiscardHandler),
+				Observe: func(o Observation) { outcomes = append(outcomes, o.Outcome) },
+			})
+			require.NoError(t, err)
+			runs := 0
+			s.Register("cluster_delete", func(context.Context, *Request) (any, error) {
+				runs++
+				return nil, nil
+			})
+			s.handlerCtx, s.cancelHandler = context.WithCancel(context.Background())
+			defer s.cancelHandler()
+			s.sched = newScheduler(func(t *task) string { return t.key })
+			defer s.sched.stop()
+			sess := &session{dead: make(chan struct{})}
+
+			for _, id := range c.ids {
+				body := `{"method": "cluster_delete", "args": {"uuid": "c1"}`
+				if id != "" {
+					body += `, "_unique_id": "` + id + `"`
+				}
+				s.accept(sess, "magnum-conductor", amqp.Delivery{Body: []byte(body + "}")})
+				tk, ok := s.sched.next()
+				require.True(t, ok)
+				_, again := s.process(tk)
+				require.False(t, again)
+				s.sched.done(tk)
+			}
+			assert.Equal(t, c.runs, runs, "handler runs")
+			assert.Equal(t, c.outcomes, outcomes)
+			st := s.Stats()
+			assert.Equal(t, int64(len(c.ids)-c.runs), st.Duplicates)
+			assert.Zero(t, st.InFlight, "every delivery is settled")
 		})
 	}
 }
