@@ -148,7 +148,8 @@ func newMessage(method string, args any, rctx *Context) (*Message, error) {
 	return &Message{Method: method, ArgsRaw: raw, Context: rctx}, nil
 }
 
-// requestProps are kombu's properties for a request (spec §2.3).
+// requestProps are the properties kombu sets on a request, so that the broker and the
+// Python services treat ours the same.
 func requestProps(body []byte, expiration time.Duration) amqp.Publishing {
 	p := amqp.Publishing{ContentType: "application/json", ContentEncoding: "utf-8", DeliveryMode: amqp.Persistent, Body: body}
 	if expiration > 0 {
@@ -268,8 +269,12 @@ func (sh *clientShared) consumeReplies() {
 		})
 	}
 	defer markReady(errors.New("rpc: client closed"))
-	for attempt := 0; sh.ctx.Err() == nil; attempt++ {
-		err := sh.replySession(conn, func() { attempt = 0; markReady(nil) })
+	retry := newBackoff(sh.opts.ReconnectInterval, sh.opts.ReconnectMax)
+	for sh.ctx.Err() == nil {
+		err := sh.replySession(conn, func() {
+			retry = newBackoff(sh.opts.ReconnectInterval, sh.opts.ReconnectMax) // connected: start over
+			markReady(nil)
+		})
 		if sh.ctx.Err() != nil {
 			return
 		}
@@ -279,7 +284,7 @@ func (sh *clientShared) consumeReplies() {
 		} else if err != nil {
 			sh.log.Warn("rpc: reply consumer interrupted, reconnecting", "error", err.Error())
 		}
-		if !sleepCtx(sh.ctx, backoff(attempt, sh.opts.ReconnectInterval, sh.opts.ReconnectMax)) {
+		if !sleepCtx(sh.ctx, retry.Step()) {
 			return
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/pyjson"
 )
 
-// Wire format (spec §2.4–2.8). A request body is the envelope
+// Wire format, as oslo.messaging writes it. A request body is the envelope
 //
 //	{"oslo.version": "2.0", "oslo.message": "<inner message as a JSON string>"}
 //
@@ -245,7 +247,7 @@ func encodeInner(m *Message) ([]byte, error) {
 	}
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, `{"method": `...)
-	buf = appendPyString(buf, m.Method)
+	buf = pyjson.AppendString(buf, m.Method)
 	buf = append(buf, `, "args": `...)
 	var err error
 	switch {
@@ -253,7 +255,7 @@ func encodeInner(m *Message) ([]byte, error) {
 		if _, e := splitObject(m.ArgsRaw); e != nil {
 			return nil, errors.New("rpc: args is not a JSON object")
 		}
-		buf, err = appendPyJSON(buf, m.ArgsRaw)
+		buf, err = pyjson.AppendValue(buf, m.ArgsRaw)
 	default:
 		buf, err = appendArgsMap(buf, m.Args)
 	}
@@ -262,21 +264,21 @@ func encodeInner(m *Message) ([]byte, error) {
 	}
 	if m.HasNamespace || m.Namespace != "" {
 		buf = append(buf, `, "namespace": `...)
-		buf = appendPyString(buf, m.Namespace)
+		buf = pyjson.AppendString(buf, m.Namespace)
 	}
 	if m.HasVersion || m.Version != "" {
 		buf = append(buf, `, "version": `...)
-		buf = appendPyString(buf, m.Version)
+		buf = pyjson.AppendString(buf, m.Version)
 	}
 	// A call always carries all three keys (oslo's order); a cast carries none, unless the
 	// decoded message had them (kept so that re-encoding does not lose anything).
 	if m.MsgID != "" {
 		buf = append(buf, `, "_msg_id": `...)
-		buf = appendPyString(buf, m.MsgID)
+		buf = pyjson.AppendString(buf, m.MsgID)
 	}
 	if m.MsgID != "" || m.ReplyQ != "" {
 		buf = append(buf, `, "_reply_q": `...)
-		buf = appendPyString(buf, m.ReplyQ)
+		buf = pyjson.AppendString(buf, m.ReplyQ)
 	}
 	if m.MsgID != "" || m.Timeout != nil {
 		buf = append(buf, `, "_timeout": `...)
@@ -288,21 +290,21 @@ func encodeInner(m *Message) ([]byte, error) {
 	}
 	if m.UniqueID != "" {
 		buf = append(buf, `, "_unique_id": `...)
-		buf = appendPyString(buf, m.UniqueID)
+		buf = pyjson.AppendString(buf, m.UniqueID)
 	}
 	for _, c := range m.Context.members() {
 		buf = append(buf, ", "...)
-		buf = appendPyString(buf, contextKeyPrefix+c.Key)
+		buf = pyjson.AppendString(buf, contextKeyPrefix+c.Key)
 		buf = append(buf, ": "...)
-		if buf, err = appendPyJSON(buf, c.Value); err != nil {
+		if buf, err = pyjson.AppendValue(buf, c.Value); err != nil {
 			return nil, fmt.Errorf("rpc: encode context key %s: %w", c.Key, err)
 		}
 	}
 	for _, e := range m.Extra {
 		buf = append(buf, ", "...)
-		buf = appendPyString(buf, e.Key)
+		buf = pyjson.AppendString(buf, e.Key)
 		buf = append(buf, ": "...)
-		if buf, err = appendPyJSON(buf, e.Value); err != nil {
+		if buf, err = pyjson.AppendValue(buf, e.Value); err != nil {
 			return nil, fmt.Errorf("rpc: encode key %s: %w", e.Key, err)
 		}
 	}
@@ -321,14 +323,14 @@ func appendArgsMap(buf []byte, args map[string]json.RawMessage) ([]byte, error) 
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = appendPyString(buf, k)
+		buf = pyjson.AppendString(buf, k)
 		buf = append(buf, ": "...)
 		v := args[k]
 		if v == nil {
 			v = json.RawMessage("null")
 		}
 		var err error
-		if buf, err = appendPyJSON(buf, v); err != nil {
+		if buf, err = pyjson.AppendValue(buf, v); err != nil {
 			return nil, fmt.Errorf("arg %s: %w", k, err)
 		}
 	}
@@ -340,13 +342,13 @@ func appendArgsMap(buf []byte, args map[string]json.RawMessage) ([]byte, error) 
 func wrapEnvelope(inner []byte) []byte {
 	out := make([]byte, 0, len(inner)+len(inner)/4+48)
 	out = append(out, `{"oslo.version": "2.0", "oslo.message": `...)
-	out = appendPyString(out, string(inner))
+	out = pyjson.AppendString(out, string(inner))
 	return append(out, '}')
 }
 
 // ---- replies --------------------------------------------------------------------------------
 
-// Reply is the inner message of a reply (spec §2.8).
+// Reply is the inner message of a reply.
 type Reply struct {
 	// Result is the raw JSON result (null when absent).
 	Result json.RawMessage
@@ -369,7 +371,7 @@ func EncodeReply(r *Reply) ([]byte, error) {
 		buf = append(buf, "null"...)
 	} else {
 		var err error
-		if buf, err = appendPyJSON(buf, r.Result); err != nil {
+		if buf, err = pyjson.AppendValue(buf, r.Result); err != nil {
 			return nil, fmt.Errorf("rpc: encode result: %w", err)
 		}
 	}
@@ -381,7 +383,7 @@ func EncodeReply(r *Reply) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		buf = appendPyString(buf, string(f))
+		buf = pyjson.AppendString(buf, string(f))
 	}
 	if r.Ending {
 		buf = append(buf, `, "ending": true`...)
@@ -389,9 +391,9 @@ func EncodeReply(r *Reply) ([]byte, error) {
 		buf = append(buf, `, "ending": false`...)
 	}
 	buf = append(buf, `, "_msg_id": `...)
-	buf = appendPyString(buf, r.MsgID)
+	buf = pyjson.AppendString(buf, r.MsgID)
 	buf = append(buf, `, "_unique_id": `...)
-	buf = appendPyString(buf, r.UniqueID)
+	buf = pyjson.AppendString(buf, r.UniqueID)
 	buf = append(buf, '}')
 	return wrapEnvelope(buf), nil
 }

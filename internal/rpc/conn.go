@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // connector dials the configured brokers in turn (failover across the hosts of transport_url)
@@ -34,30 +36,24 @@ func newConnector(opts *Options, purpose string) *connector {
 	return c
 }
 
-// backoff returns the delay before attempt n (0-based): exponential from ReconnectInterval,
-// capped at ReconnectMax, with "equal jitter" (half fixed, half random) so that many clients
-// reconnecting after a broker restart do not arrive in lockstep.
-func backoff(n int, base, max time.Duration) time.Duration {
+// newBackoff returns delays that double from base up to max, with "equal jitter": each delay
+// d is drawn from [d/2, d) (half fixed, half random), so that many clients reconnecting after a
+// broker restart do not arrive in lockstep. wait.Backoff adds up to Jitter times its duration,
+// hence it starts from half of base and is capped at half of max. Each Step is one attempt.
+func newBackoff(base, max time.Duration) wait.Backoff {
 	if base <= 0 {
 		base = 100 * time.Millisecond
 	}
 	if max < base {
 		max = base
 	}
-	d := base
-	for i := 0; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	half := d / 2
-	return half + rand.N(half+1)
+	return wait.Backoff{Duration: base / 2, Factor: 2, Jitter: 1, Steps: math.MaxInt, Cap: max / 2}
 }
 
 // connect returns a connection to the first host that answers, retrying until ctx ends.
 // Errors that retrying cannot fix (bad TLS files) are returned at once.
 func (c *connector) connect(ctx context.Context) (*amqp.Connection, error) {
+	retry := newBackoff(c.opts.ReconnectInterval, c.opts.ReconnectMax)
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
 		host := c.opts.Hosts[c.next%len(c.opts.Hosts)]
@@ -77,7 +73,7 @@ func (c *connector) connect(ctx context.Context) (*amqp.Connection, error) {
 		if isConfigError(err) {
 			return nil, err
 		}
-		delay := backoff(attempt, c.opts.ReconnectInterval, c.opts.ReconnectMax)
+		delay := retry.Step()
 		// The error text of amqp091 never contains the password.
 		c.log.Warn("rpc: cannot connect to broker, retrying", "purpose", c.purpose, "host", hostAddr(host),
 			"error", err.Error(), "retry_in", delay.Round(time.Millisecond))
@@ -111,8 +107,8 @@ func isConfigError(err error) bool {
 
 // ---- publisher ----------------------------------------------------------------------------------
 
-// errUnroutable is returned for a mandatory message the broker could not route (the reply
-// queue is gone, spec §2.7).
+// errUnroutable is returned for a mandatory message the broker could not route: for a reply,
+// the caller's reply queue is gone (it gave up or exited).
 var errUnroutable = errors.New("message returned by the broker: no queue bound")
 
 // publisher owns one connection and one channel in confirm mode. publish waits for the
@@ -175,7 +171,8 @@ func (p *publisher) resetLocked() {
 // channel). A mandatory message that cannot be routed yields errUnroutable (not retried here).
 func (p *publisher) publish(ctx context.Context, exchange *exchangeDecl, exchangeName, key string, mandatory bool, msg amqp.Publishing) error {
 	var lastErr error
-	for attempt := 0; ; attempt++ {
+	retry := newBackoff(50*time.Millisecond, p.connector.opts.ReconnectMax)
+	for {
 		err := p.tryPublish(ctx, exchange, exchangeName, key, mandatory, msg)
 		if err == nil || errors.Is(err, errUnroutable) || errors.Is(err, errDeclarationMismatch) || isConfigError(err) {
 			return err
@@ -184,7 +181,7 @@ func (p *publisher) publish(ctx context.Context, exchange *exchangeDecl, exchang
 		if ctx.Err() != nil {
 			return fmt.Errorf("rpc: publish to %q/%q: %w (last error: %v)", exchangeName, key, ctx.Err(), lastErr)
 		}
-		delay := backoff(attempt, 50*time.Millisecond, p.connector.opts.ReconnectMax)
+		delay := retry.Step()
 		p.log.Debug("rpc: publish failed, retrying", "exchange", exchangeName, "routing_key", key, "error", err.Error(), "retry_in", delay)
 		t := time.NewTimer(delay)
 		select {
@@ -275,7 +272,8 @@ func (p *publisher) publishDeclaring(ctx context.Context, exchange *exchangeDecl
 		}
 		return nil
 	}
-	for attempt := 0; ; attempt++ {
+	retry := newBackoff(50*time.Millisecond, p.connector.opts.ReconnectMax)
+	for {
 		err := declare()
 		if err == nil {
 			break
@@ -283,7 +281,7 @@ func (p *publisher) publishDeclaring(ctx context.Context, exchange *exchangeDecl
 		if errors.Is(err, errDeclarationMismatch) || isConfigError(err) || ctx.Err() != nil {
 			return err
 		}
-		if !sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, p.connector.opts.ReconnectMax)) {
+		if !sleepCtx(ctx, retry.Step()) {
 			return fmt.Errorf("rpc: declare %s: %w (last error: %v)", queue.Name, ctx.Err(), err)
 		}
 	}

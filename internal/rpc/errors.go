@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/pyjson"
 )
 
 // Modules and classes of the oslo/Magnum exceptions this package produces itself.
@@ -26,7 +28,7 @@ type OsloFailure interface {
 	OsloFailure() (module, class string, kwargs map[string]any)
 }
 
-// RemoteError is an oslo remote exception: what a failed call's reply carries (spec §2.8).
+// RemoteError is an oslo remote exception: what a failed call's reply carries.
 // Handlers may return one to pick the class; Client.Call returns one for a failure reply.
 //
 // Magnum's client re-raises classes of module magnum.common.exception as themselves (with the
@@ -93,11 +95,11 @@ func (e *RemoteError) encode() ([]byte, error) {
 	}
 	kw := e.kwargs()
 	buf := []byte(`{"class": `)
-	buf = appendPyString(buf, e.Class)
+	buf = pyjson.AppendString(buf, e.Class)
 	buf = append(buf, `, "module": `...)
-	buf = appendPyString(buf, e.Module)
+	buf = pyjson.AppendString(buf, e.Module)
 	buf = append(buf, `, "message": `...)
-	buf = appendPyString(buf, e.Message)
+	buf = pyjson.AppendString(buf, e.Message)
 	var err error
 	for _, part := range []struct {
 		key string
@@ -118,7 +120,7 @@ func (e *RemoteError) encode() ([]byte, error) {
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = appendPyString(buf, k)
+		buf = pyjson.AppendString(buf, k)
 		buf = append(buf, ": "...)
 		if buf, err = appendPyValue(buf, kw[k]); err != nil {
 			return nil, fmt.Errorf("rpc: encode failure kwarg %s: %w", k, err)
@@ -132,7 +134,7 @@ func appendPyValue(buf []byte, v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendPyJSON(buf, raw)
+	return pyjson.AppendValue(buf, raw)
 }
 
 func decodeFailure(data []byte) (*RemoteError, error) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/pyjson"
 )
 
 // FuzzDecodeMessage feeds arbitrary bodies through the envelope, inner message and context
@@ -39,12 +41,12 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		_, _ = DecodeReply(body)
 		if json.Valid(body) {
-			out, err := pyJSON(body)
+			out, err := pyjson.Reencode(body)
 			if err != nil {
-				t.Fatalf("pyJSON refused valid JSON %q: %v", body, err)
+				t.Fatalf("pyjson.Reencode refused valid JSON %q: %v", body, err)
 			}
 			if !json.Valid(out) || !jsonEqual(t, body, out) {
-				t.Fatalf("pyJSON changed the value: %q -> %q", body, out)
+				t.Fatalf("pyjson.Reencode changed the value: %q -> %q", body, out)
 			}
 		}
 		m, err := DecodeMessage(body)

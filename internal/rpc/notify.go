@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/pyjson"
 )
 
 // Notification is one oslo.messaging notification (the "messagingv2" driver's format): what
@@ -53,34 +55,34 @@ func EncodeNotification(n *Notification) ([]byte, error) {
 	}
 	buf := make([]byte, 0, 2048+len(payload))
 	buf = append(buf, `{"message_id": `...)
-	buf = appendPyString(buf, newUUID4())
+	buf = pyjson.AppendString(buf, newUUID4())
 	buf = append(buf, `, "publisher_id": `...)
-	buf = appendPyString(buf, n.PublisherID)
+	buf = pyjson.AppendString(buf, n.PublisherID)
 	buf = append(buf, `, "event_type": `...)
-	buf = appendPyString(buf, n.EventType)
+	buf = pyjson.AppendString(buf, n.EventType)
 	buf = append(buf, `, "priority": `...)
-	buf = appendPyString(buf, n.Priority)
+	buf = pyjson.AppendString(buf, n.Priority)
 	buf = append(buf, `, "payload": `...)
 	var err error
-	if buf, err = appendPyJSON(buf, payload); err != nil {
+	if buf, err = pyjson.AppendValue(buf, payload); err != nil {
 		return nil, fmt.Errorf("rpc: encode notification payload: %w", err)
 	}
 	buf = append(buf, `, "timestamp": `...)
 	// str(timeutils.utcnow()): "2006-01-02 15:04:05.999999" (no zone; no fraction when zero).
 	ts := at.UTC().Format("2006-01-02 15:04:05.000000")
 	ts = strings.TrimSuffix(ts, ".000000")
-	buf = appendPyString(buf, ts)
+	buf = pyjson.AppendString(buf, ts)
 	buf = append(buf, `, "_unique_id": `...)
-	buf = appendPyString(buf, newUUIDHex())
+	buf = pyjson.AppendString(buf, newUUIDHex())
 	for _, m := range n.Context.members() {
 		v := m.Value
 		if isRedactedInNotifications(m.Key) {
 			v = json.RawMessage("null")
 		}
 		buf = append(buf, ", "...)
-		buf = appendPyString(buf, contextKeyPrefix+m.Key)
+		buf = pyjson.AppendString(buf, contextKeyPrefix+m.Key)
 		buf = append(buf, ": "...)
-		if buf, err = appendPyJSON(buf, v); err != nil {
+		if buf, err = pyjson.AppendValue(buf, v); err != nil {
 			return nil, fmt.Errorf("rpc: encode context key %s: %w", m.Key, err)
 		}
 	}

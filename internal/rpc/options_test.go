@@ -46,7 +46,7 @@ func TestOptionsDefaultsMatchPython(t *testing.T) {
 		o.Heartbeat != 60*time.Second || o.MissingReplyQueueTimeout != 60*time.Second || o.durable() || o.AutoDelete {
 		t.Fatalf("defaults differ from oslo/magnum: %#v", o)
 	}
-	// Declarations with defaults: spec §2.2 [captured].
+	// Declarations with defaults, as captured from oslo.messaging.
 	if ex := o.topicExchange(); ex != (exchangeDecl{"magnum", "topic", false, false}) {
 		t.Errorf("topic exchange %+v", ex)
 	}
@@ -114,7 +114,7 @@ rabbit_login_method = PLAIN
 	if ex := o.topicExchange(); !ex.Durable || ex.Name != "openstack" {
 		t.Errorf("exchange %+v", ex)
 	}
-	// Reply and fanout queues stay transient classic queues with x-expires (spec §2.2).
+	// Reply and fanout queues stay transient classic queues with x-expires, as oslo declares them.
 	if q := o.replyQueue("r"); q.Durable || !reflect.DeepEqual(q.Args, amqp.Table{"x-expires": int32(600000)}) {
 		t.Errorf("reply queue %+v", q)
 	}
@@ -196,8 +196,9 @@ func TestOptionsInvalidValuesNameTheKey(t *testing.T) {
 }
 
 func TestBackoffGrowsAndIsBounded(t *testing.T) {
+	b := newBackoff(100*time.Millisecond, 2*time.Second)
 	for n := 0; n < 20; n++ {
-		d := backoff(n, 100*time.Millisecond, 2*time.Second)
+		d := b.Step()
 		ceil := 100 * time.Millisecond << min(n, 5)
 		if ceil > 2*time.Second {
 			ceil = 2 * time.Second

@@ -2,307 +2,47 @@ package rpc
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// This file re-encodes JSON the way Python's json.dumps does with its defaults, which is what
-// oslo.messaging (oslo_serialization.jsonutils.dumps) and kombu put on the wire:
-//
-//   - separators ", " and ": " (no newlines, no indentation);
-//   - ensure_ascii=True: every character outside printable ASCII (0x20..0x7e) is written as a
-//     lowercase \uXXXX escape (a surrogate pair above U+FFFF), and \b \f \n \r \t \" \\ use
-//     their short forms; "/" is not escaped;
-//   - object keys in their original order, numbers exactly as written.
-//
-// Working on raw JSON (not on decoded Go values) is what lets a re-encoded message keep the key
-// order of the original and makes the client's output byte-identical to magnum-api's.
+// This file reads raw JSON without decoding it into Go values: the codec splits an object into
+// its members in wire order and unquotes single strings, so that what it passes on or
+// re-encodes keeps the bytes (and key order) the sender wrote. Writing is in package pyjson.
 
 // errInvalidJSON is returned for input that is not a single valid JSON value.
 var errInvalidJSON = errors.New("invalid JSON")
 
-// pyJSON returns raw (any valid JSON) re-encoded in Python's json.dumps style.
-func pyJSON(raw []byte) ([]byte, error) {
-	if !json.Valid(raw) {
-		return nil, errInvalidJSON
-	}
-	return appendPyJSON(make([]byte, 0, len(raw)+len(raw)/8), raw)
-}
-
-// appendPyJSON appends the Python-style form of raw, which must already be valid JSON.
-func appendPyJSON(dst, raw []byte) ([]byte, error) {
-	s := pyScanner{src: raw}
-	s.skipSpace()
-	out, err := s.value(dst)
-	if err != nil {
-		return nil, err
-	}
-	s.skipSpace()
-	if s.pos != len(s.src) {
-		return nil, errInvalidJSON
-	}
-	return out, nil
-}
-
-// appendPyString appends s as a Python ensure_ascii JSON string literal.
-func appendPyString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			dst = appendPyASCII(dst, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		// Invalid UTF-8 decodes to U+FFFD, as Go's encoding/json does; Python strings cannot
-		// hold undecodable bytes at all, so no valid input takes this path differently.
-		dst = appendPyRune(dst, r)
-		i += size
-	}
-	return append(dst, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-func appendPyASCII(dst []byte, c byte) []byte {
-	switch c {
-	case '"':
-		return append(dst, '\\', '"')
-	case '\\':
-		return append(dst, '\\', '\\')
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	}
-	if c < 0x20 || c == 0x7f {
-		return appendUnicodeEscape(dst, uint16(c))
-	}
-	return append(dst, c)
-}
-
-func appendUnicodeEscape(dst []byte, u uint16) []byte {
-	return append(dst, '\\', 'u', hexDigits[u>>12&0xf], hexDigits[u>>8&0xf], hexDigits[u>>4&0xf], hexDigits[u&0xf])
-}
-
-func appendPyRune(dst []byte, r rune) []byte {
-	if r < utf8.RuneSelf {
-		return appendPyASCII(dst, byte(r))
-	}
-	if r > 0xffff {
-		r1, r2 := utf16.EncodeRune(r)
-		dst = appendUnicodeEscape(dst, uint16(r1))
-		return appendUnicodeEscape(dst, uint16(r2))
-	}
-	return appendUnicodeEscape(dst, uint16(r))
-}
-
-// pyScanner walks valid JSON and writes it back in Python style. It relies on json.Valid
-// having accepted the input, but still refuses to run off the end of malformed input.
-type pyScanner struct {
+// rawScanner is a position in raw JSON.
+type rawScanner struct {
 	src []byte
 	pos int
 }
 
-func (s *pyScanner) skipSpace() {
-	for s.pos < len(s.src) {
-		switch s.src[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
-
-func (s *pyScanner) value(dst []byte) ([]byte, error) {
-	if s.pos >= len(s.src) {
-		return nil, errInvalidJSON
-	}
-	switch c := s.src[s.pos]; {
-	case c == '{':
-		return s.object(dst)
-	case c == '[':
-		return s.array(dst)
-	case c == '"':
-		return s.str(dst)
-	default:
-		// Literal (true/false/null) or number: copy verbatim up to the next delimiter.
-		start := s.pos
-		for s.pos < len(s.src) && !isDelimiter(s.src[s.pos]) {
-			s.pos++
-		}
-		if start == s.pos {
-			return nil, errInvalidJSON
-		}
-		return append(dst, s.src[start:s.pos]...), nil
-	}
-}
-
-func (s *pyScanner) object(dst []byte) ([]byte, error) {
-	s.pos++ // '{'
-	dst = append(dst, '{')
-	s.skipSpace()
-	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+func (s *rawScanner) skipSpace() {
+	for s.pos < len(s.src) && isSpace(s.src[s.pos]) {
 		s.pos++
-		return append(dst, '}'), nil
-	}
-	for first := true; ; first = false {
-		if !first {
-			dst = append(dst, ',', ' ')
-		}
-		s.skipSpace()
-		var err error
-		if dst, err = s.str(dst); err != nil {
-			return nil, err
-		}
-		s.skipSpace()
-		if s.pos >= len(s.src) || s.src[s.pos] != ':' {
-			return nil, errInvalidJSON
-		}
-		s.pos++
-		dst = append(dst, ':', ' ')
-		s.skipSpace()
-		if dst, err = s.value(dst); err != nil {
-			return nil, err
-		}
-		s.skipSpace()
-		if s.pos >= len(s.src) {
-			return nil, errInvalidJSON
-		}
-		switch s.src[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return append(dst, '}'), nil
-		default:
-			return nil, errInvalidJSON
-		}
 	}
 }
 
-func (s *pyScanner) array(dst []byte) ([]byte, error) {
-	s.pos++ // '['
-	dst = append(dst, '[')
-	s.skipSpace()
-	if s.pos < len(s.src) && s.src[s.pos] == ']' {
-		s.pos++
-		return append(dst, ']'), nil
-	}
-	for first := true; ; first = false {
-		if !first {
-			dst = append(dst, ',', ' ')
-		}
-		s.skipSpace()
-		var err error
-		if dst, err = s.value(dst); err != nil {
-			return nil, err
-		}
-		s.skipSpace()
-		if s.pos >= len(s.src) {
-			return nil, errInvalidJSON
-		}
-		switch s.src[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return append(dst, ']'), nil
-		default:
-			return nil, errInvalidJSON
-		}
-	}
-}
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// str re-escapes one string literal. Escapes in the input are decoded to UTF-16 code units
-// and written the way Python would write that code unit, so lone surrogates (which Python
-// accepts and re-emits) survive unchanged.
-func (s *pyScanner) str(dst []byte) ([]byte, error) {
-	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
-		return nil, errInvalidJSON
-	}
-	s.pos++
-	dst = append(dst, '"')
-	for s.pos < len(s.src) {
-		c := s.src[s.pos]
-		switch {
-		case c == '"':
-			s.pos++
-			return append(dst, '"'), nil
-		case c == '\\':
-			if s.pos+1 >= len(s.src) {
-				return nil, errInvalidJSON
-			}
-			e := s.src[s.pos+1]
-			s.pos += 2
-			switch e {
-			case '"', '\\', '/':
-				dst = appendPyASCII(dst, e)
-			case 'b':
-				dst = append(dst, '\\', 'b')
-			case 'f':
-				dst = append(dst, '\\', 'f')
-			case 'n':
-				dst = append(dst, '\\', 'n')
-			case 'r':
-				dst = append(dst, '\\', 'r')
-			case 't':
-				dst = append(dst, '\\', 't')
-			case 'u':
-				if s.pos+4 > len(s.src) {
-					return nil, errInvalidJSON
-				}
-				u, ok := parseHex4(s.src[s.pos : s.pos+4])
-				if !ok {
-					return nil, errInvalidJSON
-				}
-				s.pos += 4
-				if u < utf8.RuneSelf {
-					dst = appendPyASCII(dst, byte(u))
-				} else {
-					dst = appendUnicodeEscape(dst, u)
-				}
-			default:
-				return nil, errInvalidJSON
-			}
-		case c < utf8.RuneSelf:
-			dst = appendPyASCII(dst, c)
-			s.pos++
-		default:
-			r, size := utf8.DecodeRune(s.src[s.pos:])
-			dst = appendPyRune(dst, r)
-			s.pos += size
-		}
-	}
-	return nil, errInvalidJSON
-}
+// isDelimiter tells where a literal or number ends.
+func isDelimiter(c byte) bool { return isSpace(c) || c == ',' || c == '}' || c == ']' || c == ':' }
 
+// parseHex4 decodes the four hex digits of a \u escape.
 func parseHex4(b []byte) (uint16, bool) {
-	var u uint16
-	for _, c := range b {
-		u <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			u |= uint16(c - '0')
-		case c >= 'a' && c <= 'f':
-			u |= uint16(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			u |= uint16(c - 'A' + 10)
-		default:
-			return 0, false
-		}
+	var u [2]byte
+	if len(b) != 4 {
+		return 0, false
 	}
-	return u, true
+	if _, err := hex.Decode(u[:], b); err != nil {
+		return 0, false
+	}
+	return uint16(u[0])<<8 | uint16(u[1]), true
 }
 
 // member is one key/value pair of a JSON object, in wire order.
@@ -320,7 +60,7 @@ func splitObject(raw []byte) ([]member, error) { return split(raw, true) }
 func splitValidObject(raw []byte) ([]member, error) { return split(raw, false) }
 
 func split(raw []byte, validate bool) ([]member, error) {
-	s := pyScanner{src: raw}
+	s := rawScanner{src: raw}
 	s.skipSpace()
 	if s.pos >= len(s.src) || s.src[s.pos] != '{' {
 		return nil, errNotObject
@@ -389,7 +129,7 @@ func notAnObject(raw []byte, err error) bool {
 }
 
 // end checks, when validating, that only white space follows the top-level value.
-func (s *pyScanner) end(validate bool) error {
+func (s *rawScanner) end(validate bool) error {
 	if !validate {
 		return nil
 	}
@@ -411,7 +151,7 @@ func memberIndex(members []member, key string) int {
 	return -1
 }
 
-func (s *pyScanner) skipString() error {
+func (s *rawScanner) skipString() error {
 	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
 		return errInvalidJSON
 	}
@@ -429,7 +169,7 @@ func (s *pyScanner) skipString() error {
 
 // skipValue advances over one value without copying or checking it (iteratively, so deep
 // nesting cannot exhaust the stack). The input has been validated already.
-func (s *pyScanner) skipValue() error {
+func (s *rawScanner) skipValue() error {
 	depth := 0
 	for s.pos < len(s.src) {
 		switch s.src[s.pos] {
@@ -469,10 +209,10 @@ func (s *pyScanner) skipValue() error {
 	return errInvalidJSON
 }
 
-// scanValue advances over one value and checks the grammar json.Valid checks (RFC 8259; like
+// scanValue advances over one value and checks the grammar json.Valid checks (like
 // encoding/json it does not check UTF-8). Open containers are kept on a stack, not the Go
 // stack, so deep nesting cannot exhaust it.
-func (s *pyScanner) scanValue() error {
+func (s *rawScanner) scanValue() error {
 	var open []byte // '{' or '[' of each container entered
 	for {
 		s.skipSpace()
@@ -541,7 +281,7 @@ func (s *pyScanner) scanValue() error {
 }
 
 // scanKey checks an object key and the colon after it.
-func (s *pyScanner) scanKey() error {
+func (s *rawScanner) scanKey() error {
 	s.skipSpace()
 	if err := s.scanString(); err != nil {
 		return err
@@ -555,7 +295,7 @@ func (s *pyScanner) scanKey() error {
 }
 
 // scanString checks a string literal: no raw control characters, only JSON's escapes.
-func (s *pyScanner) scanString() error {
+func (s *rawScanner) scanString() error {
 	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
 		return errInvalidJSON
 	}
@@ -590,7 +330,7 @@ func (s *pyScanner) scanString() error {
 }
 
 // scanNumber checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *pyScanner) scanNumber() error {
+func (s *rawScanner) scanNumber() error {
 	if s.src[s.pos] == '-' {
 		s.pos++
 	}
@@ -619,7 +359,7 @@ func (s *pyScanner) scanNumber() error {
 }
 
 // digits advances over [0-9]+ and reports whether there was one.
-func (s *pyScanner) digits() bool {
+func (s *rawScanner) digits() bool {
 	start := s.pos
 	for s.pos < len(s.src) && s.src[s.pos] >= '0' && s.src[s.pos] <= '9' {
 		s.pos++
@@ -627,20 +367,12 @@ func (s *pyScanner) digits() bool {
 	return s.pos > start
 }
 
-func (s *pyScanner) scanLiteral(lit string) error {
+func (s *rawScanner) scanLiteral(lit string) error {
 	if !bytes.HasPrefix(s.src[s.pos:], []byte(lit)) {
 		return errInvalidJSON
 	}
 	s.pos += len(lit)
 	return nil
-}
-
-func isDelimiter(c byte) bool {
-	switch c {
-	case ',', '}', ']', ':', ' ', '\t', '\n', '\r':
-		return true
-	}
-	return false
 }
 
 // unquoteJSONString decodes a JSON string literal (already validated) exactly like
