@@ -37,17 +37,14 @@ func (c OpenStackCloud) Facts(ctx context.Context) (Facts, error) {
 	if err != nil {
 		return Facts{}, fmt.Errorf("discovery: Keystone URL: %w", err)
 	}
-	if c.HTTPClient != nil {
-		provider.HTTPClient = *c.HTTPClient
-	} else if c.Auth.CAFile != "" || c.Auth.Insecure {
-		hc, err := keystone.HTTPClient(c.Auth.CAFile, c.Auth.Insecure)
-		if err != nil {
+	hc := c.HTTPClient
+	if hc == nil {
+		// The service user's own TLS settings, as keystone.NewPasswordClient applies them.
+		if hc, err = keystone.HTTPClient(c.Auth.CAFile, c.Auth.Insecure); err != nil {
 			return Facts{}, err
 		}
-		provider.HTTPClient = *hc
-	} else {
-		provider.HTTPClient = http.Client{Timeout: keystone.DefaultRequestTimeout}
 	}
+	provider.HTTPClient = *hc
 	provider.UserAgent.Prepend("magnum-capi-bridge")
 	ao := tokens.AuthOptions{UserID: c.Auth.UserID, Username: c.Auth.Username, Password: c.Auth.Password.Reveal()}
 	if c.Auth.UserID == "" {
