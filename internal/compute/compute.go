@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
@@ -236,22 +237,16 @@ func NewFromCloudsYAML(ctx context.Context, cloudsYAML, caCert []byte, opts ...O
 
 // newProvider is a provider client for Keystone at authURL with the bridge's HTTP settings.
 func newProvider(authURL string, caCert []byte, insecure bool, o clientOptions) (*gophercloud.ProviderClient, error) {
-	provider, err := openstack.NewClient(authURL)
-	if err != nil {
-		return nil, &Error{Op: "configure client", Message: err.Error()}
-	}
-	if o.httpClient != nil {
-		provider.HTTPClient = *o.httpClient
-	} else {
-		hc, err := httpClient(caCert, insecure)
-		if err != nil {
+	hc := o.httpClient
+	if hc == nil {
+		var err error
+		if hc, err = httpClient(caCert, insecure); err != nil {
 			return nil, err
 		}
-		provider.HTTPClient = *hc
 	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
-	if o.userAgent != "" {
-		provider.UserAgent.Prepend(o.userAgent)
+	provider, err := osclient.NewProvider(authURL, hc, o.userAgent)
+	if err != nil {
+		return nil, &Error{Op: "configure client", Message: err.Error()}
 	}
 	return provider, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
@@ -255,22 +256,16 @@ func checkKeystoneURL(raw string) error {
 
 // newProvider is the gophercloud client for Keystone with the caller's HTTP client and user agent.
 func newProvider(keystoneURL string, o clientOptions) (*gophercloud.ProviderClient, error) {
-	provider, err := openstack.NewClient(keystoneURL)
-	if err != nil {
-		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
-	}
-	if o.httpClient != nil {
-		provider.HTTPClient = *o.httpClient
-	} else {
-		hc, err := tlsclient.HTTPClient(tlsclient.Options{})
-		if err != nil {
+	hc := o.httpClient
+	if hc == nil {
+		var err error
+		if hc, err = tlsclient.HTTPClient(tlsclient.Options{}); err != nil {
 			return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
 		}
-		provider.HTTPClient = *hc
 	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
-	if o.userAgent != "" {
-		provider.UserAgent.Prepend(o.userAgent)
+	provider, err := osclient.NewProvider(keystoneURL, hc, o.userAgent)
+	if err != nil {
+		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
 	}
 	return provider, nil
 }
