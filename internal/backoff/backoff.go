@@ -72,15 +72,23 @@ func (a *Attempts) Wait(ctx context.Context) bool {
 	if d <= 0 || !a.deadline.IsZero() && time.Now().Add(d).After(a.deadline) {
 		return false
 	}
+	if !Sleep(ctx, d) {
+		return false
+	}
+	a.count++
+	return true
+}
+
+// Sleep waits for d and reports true, or reports false as soon as the context ends.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
 	}
-	a.count++
-	return true
 }
 
 // Count is the number of attempts begun so far, the first included.

@@ -256,14 +256,7 @@ func checkKeystoneURL(raw string) error {
 
 // newProvider is the gophercloud client for Keystone with the caller's HTTP client and user agent.
 func newProvider(keystoneURL string, o clientOptions) (*gophercloud.ProviderClient, error) {
-	hc := o.httpClient
-	if hc == nil {
-		var err error
-		if hc, err = tlsclient.HTTPClient(tlsclient.Options{}); err != nil {
-			return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
-		}
-	}
-	provider, err := osclient.NewProvider(keystoneURL, hc, o.userAgent)
+	provider, err := osclient.NewProvider(keystoneURL, o.httpClient, o.userAgent)
 	if err != nil {
 		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
 	}

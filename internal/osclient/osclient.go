@@ -13,6 +13,8 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
 // Product is the User-Agent token every request of the bridge carries.
@@ -22,11 +24,18 @@ const Product = "magnum-capi-bridge"
 const Redacted = "[REDACTED]"
 
 // NewProvider is a gophercloud provider for the Keystone at authURL that sends its requests
-// through hc and names the bridge (and userAgent, when given) in its User-Agent.
+// through hc (nil: a client with tlsclient.DefaultTimeout and the system's trust) and names the
+// bridge (and userAgent, when given) in its User-Agent.
 func NewProvider(authURL string, hc *http.Client, userAgent string) (*gophercloud.ProviderClient, error) {
 	provider, err := openstack.NewClient(authURL)
 	if err != nil {
 		return nil, err
+	}
+	if hc == nil {
+		// Without TLS settings the builder cannot fail.
+		if hc, err = tlsclient.HTTPClient(tlsclient.Options{}); err != nil {
+			return nil, err
+		}
 	}
 	provider.HTTPClient = *hc
 	provider.UserAgent.Prepend(Product)

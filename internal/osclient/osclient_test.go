@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
 func answer(status int, body string) error {
@@ -80,6 +82,9 @@ func TestNewProvider(t *testing.T) {
 	}
 	if ua := p.UserAgent.Join(); !strings.HasPrefix(ua, "magnum-conductor/1 magnum-capi-bridge") {
 		t.Errorf("User-Agent %q", ua)
+	}
+	if p, err := NewProvider("https://keystone.example/v3", nil, ""); err != nil || p.HTTPClient.Timeout != tlsclient.DefaultTimeout {
+		t.Errorf("the default HTTP client: %v %+v", err, p.HTTPClient)
 	}
 	if _, err := NewProvider("://no-scheme", hc, ""); err == nil {
 		t.Error("a URL that does not parse is refused")

@@ -1,23 +1,18 @@
 package tlsclient
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"io/fs"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // writeFile puts data in a file of the test's temporary directory.
@@ -28,27 +23,6 @@ func writeFile(t *testing.T, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// selfSigned is a certificate and key in PEM, good for a client certificate.
-func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "client"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
 // serverCA is the PEM of an httptest TLS server's certificate.
@@ -104,7 +78,7 @@ func TestDefaultsAndFlags(t *testing.T) {
 }
 
 func TestClientCertificate(t *testing.T) {
-	certPEM, keyPEM := selfSigned(t)
+	certPEM, keyPEM := testutil.NewTestCA(t, "test CA").Issue(t, "client", nil, false)
 	certFile, keyFile := writeFile(t, "c.pem", certPEM), writeFile(t, "k.pem", keyPEM)
 	cfg, err := Config(Options{CertFile: certFile, KeyFile: keyFile})
 	if err != nil || len(cfg.Certificates) != 1 {
