@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
 )
 
 // Leader election timing (client-go's usual values): a leader that dies without releasing its
@@ -114,7 +116,7 @@ func (l *leadership) Run(ctx context.Context, cfg *rest.Config) error {
 			return fmt.Errorf("leader election: %w", err)
 		}
 		le.Run(ctx) // returns when leadership is lost or ctx ends
-		if !sleepOrDone(ctx, retryPeriod) {
+		if !backoff.Sleep(ctx, retryPeriod) {
 			break
 		}
 	}
@@ -124,17 +126,6 @@ func (l *leadership) Run(ctx context.Context, cfg *rest.Config) error {
 func (l *leadership) set(v bool) {
 	if l.leading.Swap(v) != v && l.changed != nil {
 		l.changed(v)
-	}
-}
-
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

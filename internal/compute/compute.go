@@ -13,15 +13,12 @@ package compute
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
-	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
@@ -30,11 +27,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
 // DefaultRequestTimeout bounds every request of a client built without WithHTTPClient, so that an
 // endpoint that accepts connections but never answers cannot hang the conductor.
-const DefaultRequestTimeout = 30 * time.Second
+const DefaultRequestTimeout = tlsclient.DefaultTimeout
 
 // Option adjusts how a Client talks to Keystone and Nova.
 type Option func(*clientOptions)
@@ -183,21 +182,14 @@ func availabilityOf(iface string) (gophercloud.Availability, bool) {
 // The clouds.yaml's own `cacert` is a path where the credential's consumers find the bundle and
 // means nothing in the bridge's file system; the bridge passes the bundle's bytes instead.
 func httpClient(caCert []byte, insecure bool) (*http.Client, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(caCert) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(caCert) {
-			return nil, &Error{Op: "configure client", Message: "the CA bundle holds no PEM certificate"}
-		}
-		tlsConfig.RootCAs = pool
+	hc, err := tlsclient.HTTPClient(tlsclient.Options{CAPEM: caCert, SystemRoots: true, Insecure: insecure})
+	if errors.Is(err, tlsclient.ErrNoCertificate) {
+		return nil, &Error{Op: "configure client", Message: "the CA bundle holds no PEM certificate"}
 	}
-	tlsConfig.InsecureSkipVerify = insecure //nolint:gosec // only when the clouds.yaml says verify: false
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsConfig
-	return &http.Client{Transport: transport, Timeout: DefaultRequestTimeout}, nil
+	if err != nil {
+		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
+	}
+	return hc, nil
 }
 
 // NewFromCloudsYAML authenticates as the application credential of a clouds.yaml (the bytes the
@@ -245,22 +237,16 @@ func NewFromCloudsYAML(ctx context.Context, cloudsYAML, caCert []byte, opts ...O
 
 // newProvider is a provider client for Keystone at authURL with the bridge's HTTP settings.
 func newProvider(authURL string, caCert []byte, insecure bool, o clientOptions) (*gophercloud.ProviderClient, error) {
-	provider, err := openstack.NewClient(authURL)
-	if err != nil {
-		return nil, &Error{Op: "configure client", Message: err.Error()}
-	}
-	if o.httpClient != nil {
-		provider.HTTPClient = *o.httpClient
-	} else {
-		hc, err := httpClient(caCert, insecure)
-		if err != nil {
+	hc := o.httpClient
+	if hc == nil {
+		var err error
+		if hc, err = httpClient(caCert, insecure); err != nil {
 			return nil, err
 		}
-		provider.HTTPClient = *hc
 	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
-	if o.userAgent != "" {
-		provider.UserAgent.Prepend(o.userAgent)
+	provider, err := osclient.NewProvider(authURL, hc, o.userAgent)
+	if err != nil {
+		return nil, &Error{Op: "configure client", Message: err.Error()}
 	}
 	return provider, nil
 }

@@ -1,14 +1,12 @@
 package compute
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/gophercloud/gophercloud/v2"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
 )
 
 // Sentinels to test with errors.Is; they match an *Error, also inside an errors.Join.
@@ -23,8 +21,6 @@ var (
 	// change a group's policy, and deleting it would orphan the machines in it: a person decides.
 	ErrPolicyMismatch = errors.New("server group exists with another policy")
 )
-
-const redacted = "[REDACTED]"
 
 // Error is a failed Keystone or Nova operation. Its message names the operation, the server group
 // and the service's own explanation, and never holds a token or secret.
@@ -61,19 +57,15 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// statusOf says which HTTP status each status sentinel stands for.
+var statusOf = osclient.Sentinels{ErrNotFound: http.StatusNotFound, ErrForbidden: http.StatusForbidden, ErrUnauthorized: http.StatusUnauthorized}
+
 // Is maps the HTTP status (and the policy check) to the sentinels above.
 func (e *Error) Is(target error) bool {
-	switch target {
-	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound
-	case ErrForbidden:
-		return e.StatusCode == http.StatusForbidden
-	case ErrUnauthorized:
-		return e.StatusCode == http.StatusUnauthorized
-	case ErrPolicyMismatch:
+	if target == ErrPolicyMismatch {
 		return e.mismatch
 	}
-	return false
+	return statusOf.Match(e.StatusCode, target)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -84,57 +76,6 @@ func newError(op, group string, err error, scrub ...string) error {
 	if err == nil {
 		return nil
 	}
-	e := &Error{Op: op, Group: group, Err: err}
-	var code gophercloud.ErrUnexpectedResponseCode
-	switch {
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		e.Message = err.Error()
-	case errors.As(err, &code):
-		e.StatusCode = code.Actual
-		e.Message = serviceMessage(code.Body)
-	default:
-		// Transport errors (connection refused, TLS, DNS) and decoding errors carry the URL at
-		// most; never a header or a body.
-		e.Message = err.Error()
-	}
-	for _, s := range scrub {
-		if s != "" {
-			e.Message = strings.ReplaceAll(e.Message, s, redacted)
-		}
-	}
-	return e
-}
-
-// serviceMessage extracts the message of Nova's {"<faultName>": {"code": …, "message": …}} or
-// Keystone's {"error": {"message": …}}; other bodies (an HTML page from a proxy) are summarised.
-func serviceMessage(body []byte) string {
-	var parsed map[string]json.RawMessage
-	if json.Unmarshal(body, &parsed) == nil && len(parsed) == 1 {
-		for _, inner := range parsed {
-			var fault struct {
-				Message string `json:"message"`
-			}
-			if json.Unmarshal(inner, &fault) == nil && fault.Message != "" {
-				return strings.TrimSpace(fault.Message)
-			}
-		}
-	}
-	text := strings.TrimSpace(string(body))
-	if strings.HasPrefix(text, "<") {
-		lower := strings.ToLower(text)
-		if start := strings.Index(lower, "<title>"); start >= 0 {
-			if end := strings.Index(lower[start:], "</title>"); end >= 0 {
-				return "non-JSON answer: " + strings.TrimSpace(text[start+len("<title>"):start+end])
-			}
-		}
-		return fmt.Sprintf("non-JSON answer (%d bytes of HTML)", len(body))
-	}
-	if i := strings.IndexByte(text, '\n'); i >= 0 {
-		text = text[:i]
-	}
-	const maxLen = 200
-	if len(text) > maxLen {
-		text = text[:maxLen] + "…"
-	}
-	return text
+	a := osclient.Classify(err, scrub...)
+	return &Error{Op: op, Group: group, Err: err, StatusCode: a.Status, Message: a.Message}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
 )
 
 // OpenStackCloud gathers Facts with gophercloud as one identity (Magnum's service user): what any
@@ -33,22 +34,18 @@ type OpenStackCloud struct {
 // Facts asks the cloud. Keystone, Nova and Glance must answer; Cinder is optional (absent from
 // the catalog: no volume types).
 func (c OpenStackCloud) Facts(ctx context.Context) (Facts, error) {
-	provider, err := openstack.NewClient(c.Auth.AuthURL)
+	hc := c.HTTPClient
+	if hc == nil {
+		// The service user's own TLS settings, as keystone.NewPasswordClient applies them.
+		var err error
+		if hc, err = keystone.HTTPClient(c.Auth.CAFile, c.Auth.Insecure); err != nil {
+			return Facts{}, err
+		}
+	}
+	provider, err := osclient.NewProvider(c.Auth.AuthURL, hc, "")
 	if err != nil {
 		return Facts{}, fmt.Errorf("discovery: Keystone URL: %w", err)
 	}
-	if c.HTTPClient != nil {
-		provider.HTTPClient = *c.HTTPClient
-	} else if c.Auth.CAFile != "" || c.Auth.Insecure {
-		hc, err := keystone.HTTPClient(c.Auth.CAFile, c.Auth.Insecure)
-		if err != nil {
-			return Facts{}, err
-		}
-		provider.HTTPClient = *hc
-	} else {
-		provider.HTTPClient = http.Client{Timeout: keystone.DefaultRequestTimeout}
-	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
 	ao := tokens.AuthOptions{UserID: c.Auth.UserID, Username: c.Auth.Username, Password: c.Auth.Password.Reveal()}
 	if c.Auth.UserID == "" {
 		ao.DomainID, ao.DomainName = c.Auth.UserDomainID, c.Auth.UserDomainName
@@ -59,7 +56,7 @@ func (c OpenStackCloud) Facts(ctx context.Context) (Facts, error) {
 	}
 	if err := openstack.AuthenticateV3(ctx, provider, &ao, gophercloud.EndpointOpts{}); err != nil {
 		// keystone's scrubbing: the password never reaches the error.
-		return Facts{}, &keystone.Error{Op: "discovery: authenticate the service user", Message: keystone.Scrub(err.Error(), c.Auth.Password.Reveal())}
+		return Facts{}, &keystone.Error{Op: "discovery: authenticate the service user", Message: osclient.Scrub(err.Error(), c.Auth.Password.Reveal())}
 	}
 	var f Facts
 	result, ok := provider.GetAuthResult().(tokens.CreateResult)

@@ -302,7 +302,7 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 	// concurrent creator slipped in between; one more round settles it.
 	conflicts := 0
 	clearFirst := false
-	retry := c.retry.start(ctx)
+	attempts := c.retry.Start(ctx)
 	for {
 		if clearFirst {
 			existing, err := c.listByName(ctx, c.who.UserID, name)
@@ -327,10 +327,10 @@ func (c *Client) replaceCredential(ctx context.Context, clusterUUID string, purp
 				errors.Is(err, ErrApplicationCredentialMethod) && c.who.ApplicationCredentialID == "":
 				// checkCreate saw the role in the token, and the token is not an application
 				// credential's: Keystone misread the request, which passes.
-				if retry.wait(ctx) {
+				if attempts.Wait(ctx) {
 					continue
 				}
-				return nil, retry.gaveUp(err)
+				return nil, gaveUp(attempts, err)
 			}
 			return nil, err
 		}

@@ -1,14 +1,12 @@
 package keystone
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/gophercloud/gophercloud/v2"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
 )
 
 // Sentinels for the Keystone answers a caller has to tell apart. Test with errors.Is; they match an
@@ -81,23 +79,19 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is maps the HTTP status to the sentinels above.
+// statusOf says which HTTP status each status sentinel stands for.
+var statusOf = osclient.Sentinels{ErrNotFound: http.StatusNotFound, ErrForbidden: http.StatusForbidden,
+	ErrUnauthorized: http.StatusUnauthorized, ErrConflict: http.StatusConflict}
+
+// Is maps the HTTP status (and, for two of Keystone's answers, its words) to the sentinels above.
 func (e *Error) Is(target error) bool {
 	switch target {
-	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound
-	case ErrForbidden:
-		return e.StatusCode == http.StatusForbidden
-	case ErrUnauthorized:
-		return e.StatusCode == http.StatusUnauthorized
-	case ErrConflict:
-		return e.StatusCode == http.StatusConflict
 	case ErrUnassignedRole:
 		return e.StatusCode == http.StatusBadRequest && strings.Contains(e.Message, unassignedRoleMessage)
 	case ErrApplicationCredentialMethod:
 		return e.StatusCode == http.StatusForbidden && strings.Contains(e.Message, applicationCredentialRefusal)
 	}
-	return false
+	return statusOf.Match(e.StatusCode, target)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -126,62 +120,6 @@ func newError(op, credential string, err error, scrub ...string) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &Error{Op: op, Credential: credential, Message: err.Error(), Err: err}
-	}
-	e := &Error{Op: op, Credential: credential, Err: err}
-	var code gophercloud.ErrUnexpectedResponseCode
-	if errors.As(err, &code) {
-		e.StatusCode = code.Actual
-		e.Message = keystoneMessage(code.Body)
-	} else {
-		// Transport errors (connection refused, TLS, DNS) and decoding errors carry the URL at
-		// most; never a header or a body.
-		e.Message = err.Error()
-	}
-	e.Message = scrubSecrets(e.Message, scrub...)
-	return e
+	a := osclient.Classify(err, scrub...)
+	return &Error{Op: op, Credential: credential, StatusCode: a.Status, Message: a.Message, Err: err}
 }
-
-// keystoneMessage extracts {"error": {"message": …}} from a Keystone error body. Other bodies (an
-// HTML page from a proxy or from a wrong URL) are summarised by their title or first line, cut short.
-func keystoneMessage(body []byte) string {
-	var parsed struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &parsed) == nil && parsed.Error.Message != "" {
-		return strings.TrimSpace(parsed.Error.Message)
-	}
-	text := strings.TrimSpace(string(body))
-	if strings.HasPrefix(text, "<") {
-		lower := strings.ToLower(text)
-		if start := strings.Index(lower, "<title>"); start >= 0 {
-			if end := strings.Index(lower[start:], "</title>"); end >= 0 {
-				return "non-JSON answer: " + strings.TrimSpace(text[start+len("<title>"):start+end])
-			}
-		}
-		return fmt.Sprintf("non-JSON answer (%d bytes of HTML)", len(body))
-	}
-	if i := strings.IndexByte(text, '\n'); i >= 0 {
-		text = text[:i]
-	}
-	const maxLen = 200
-	if len(text) > maxLen {
-		text = text[:maxLen] + "…"
-	}
-	return text
-}
-
-func scrubSecrets(s string, secrets ...string) string {
-	for _, secret := range secrets {
-		if secret != "" {
-			s = strings.ReplaceAll(s, secret, redacted)
-		}
-	}
-	return s
-}
-
-// Scrub removes the secrets from a message (for errors of other packages' OpenStack calls).
-func Scrub(s string, secrets ...string) string { return scrubSecrets(s, secrets...) }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
@@ -222,4 +225,22 @@ func TestServiceAuthFromConfig(t *testing.T) {
 			t.Errorf("config %q: got %v, want an error naming %s", text, err, key)
 		}
 	}
+}
+
+// The CA file's problems read as they always have: the operator finds the option by its words.
+func TestHTTPClientCAFileErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent.pem")
+	_, err := HTTPClient(missing, false)
+	require.ErrorContains(t, err, "keystone: read CA file: open "+missing)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+
+	junk := filepath.Join(t.TempDir(), "junk.pem")
+	require.NoError(t, os.WriteFile(junk, []byte("junk"), 0o600))
+	_, err = HTTPClient(junk, false)
+	require.EqualError(t, err, "keystone: CA file "+junk+" holds no PEM certificate")
+
+	hc, err := HTTPClient("", true)
+	require.NoError(t, err)
+	require.True(t, hc.Transport.(*http.Transport).TLSClientConfig.InsecureSkipVerify)
+	require.Equal(t, DefaultRequestTimeout, hc.Timeout)
 }

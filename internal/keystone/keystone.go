@@ -14,13 +14,11 @@ package keystone
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -28,11 +26,14 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
 // DefaultRequestTimeout bounds every Keystone request of a client built without WithHTTPClient,
 // so that a Keystone that accepts connections but never answers cannot hang an RPC handler.
-const DefaultRequestTimeout = 30 * time.Second
+const DefaultRequestTimeout = tlsclient.DefaultTimeout
 
 // Option adjusts how a Client talks to Keystone.
 type Option func(*clientOptions)
@@ -231,25 +232,17 @@ func NewApplicationCredentialClient(ctx context.Context, keystoneURL, id string,
 // HTTPClient builds an HTTP client that trusts the PEM bundle in caFile (in addition to the system
 // pool) or, with insecure, skips verification, like keystoneauth's `cafile` and `insecure` options.
 func HTTPClient(caFile string, insecure bool) (*http.Client, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("keystone: read CA file: %w", err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("keystone: CA file %s holds no PEM certificate", caFile)
-		}
-		tlsConfig.RootCAs = pool
+	hc, err := tlsclient.HTTPClient(tlsclient.Options{CAFile: caFile, SystemRoots: true, Insecure: insecure})
+	var te *tlsclient.Error
+	switch {
+	case errors.Is(err, tlsclient.ErrNoCertificate):
+		return nil, fmt.Errorf("keystone: CA file %s holds no PEM certificate", caFile)
+	case errors.As(err, &te):
+		return nil, fmt.Errorf("keystone: read CA file: %w", te.Err)
+	case err != nil:
+		return nil, fmt.Errorf("keystone: %w", err)
 	}
-	tlsConfig.InsecureSkipVerify = insecure //nolint:gosec // only when the operator set insecure = true
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsConfig
-	return &http.Client{Transport: transport, Timeout: DefaultRequestTimeout}, nil
+	return hc, nil
 }
 
 // checkKeystoneURL refuses what gophercloud would otherwise turn into a confusing request.
@@ -263,18 +256,9 @@ func checkKeystoneURL(raw string) error {
 
 // newProvider is the gophercloud client for Keystone with the caller's HTTP client and user agent.
 func newProvider(keystoneURL string, o clientOptions) (*gophercloud.ProviderClient, error) {
-	provider, err := openstack.NewClient(keystoneURL)
+	provider, err := osclient.NewProvider(keystoneURL, o.httpClient, o.userAgent)
 	if err != nil {
 		return nil, &Error{Op: "configure client", Message: err.Error(), Err: err}
-	}
-	if o.httpClient != nil {
-		provider.HTTPClient = *o.httpClient
-	} else {
-		provider.HTTPClient = http.Client{Timeout: DefaultRequestTimeout}
-	}
-	provider.UserAgent.Prepend("magnum-capi-bridge")
-	if o.userAgent != "" {
-		provider.UserAgent.Prepend(o.userAgent)
 	}
 	return provider, nil
 }

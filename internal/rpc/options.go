@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
 // Host is one broker of the transport URL.
@@ -603,46 +603,42 @@ func explainDeclareError(kind, name string, err error) error {
 
 // ---- dialing ------------------------------------------------------------------------------------
 
-// tlsConfig builds the TLS settings from ssl_* (errors name the key).
+// tlsConfig builds the TLS settings from ssl_* (errors name the key). A CA file replaces the
+// system pool, as in the Python services' AMQP driver.
 func (o *Options) tlsConfig(serverName string) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+	topts := tlsclient.Options{ServerName: serverName, CAFile: o.SSLCAFile}
 	switch strings.ToLower(o.SSLVersion) {
 	case "", "sslv23", "tls", "tlsv1_2":
 	case "tlsv1":
-		cfg.MinVersion = tls.VersionTLS10
+		topts.MinVersion = tls.VersionTLS10
 	case "tlsv1_1":
-		cfg.MinVersion = tls.VersionTLS11
+		topts.MinVersion = tls.VersionTLS11
 	case "tlsv1_3":
-		cfg.MinVersion = tls.VersionTLS13
+		topts.MinVersion = tls.VersionTLS13
 	default:
 		return nil, &config.Error{Section: rabbitSection, Key: "ssl_version", Reason: fmt.Sprintf("%q is not a known TLS version", o.SSLVersion)}
 	}
-	if o.SSLCAFile != "" {
-		pem, err := os.ReadFile(o.SSLCAFile)
-		if err != nil {
-			return nil, &config.Error{Section: rabbitSection, Key: "ssl_ca_file", Reason: err.Error()}
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &config.Error{Section: rabbitSection, Key: "ssl_ca_file", Reason: "no PEM certificate found"}
-		}
-		cfg.RootCAs = pool
+	paired := (o.SSLCertFile == "") == (o.SSLKeyFile == "")
+	if paired {
+		topts.CertFile, topts.KeyFile = o.SSLCertFile, o.SSLKeyFile
 	}
-	if (o.SSLCertFile == "") != (o.SSLKeyFile == "") {
+	cfg, err := tlsclient.Config(topts)
+	// The CA file is reported first, then an unpaired certificate, then one that does not load.
+	var te *tlsclient.Error
+	if errors.As(err, &te) && te.Part == tlsclient.PartCA {
+		return nil, &config.Error{Section: rabbitSection, Key: "ssl_ca_file", Reason: te.Err.Error()}
+	}
+	if !paired {
 		key := "ssl_cert_file"
 		if o.SSLKeyFile == "" {
 			key = "ssl_key_file"
 		}
 		return nil, &config.Error{Section: rabbitSection, Key: key, Reason: "ssl_cert_file and ssl_key_file must be set together"}
 	}
-	if o.SSLCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.SSLCertFile, o.SSLKeyFile)
-		if err != nil {
-			return nil, &config.Error{Section: rabbitSection, Key: "ssl_cert_file", Reason: err.Error()}
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	if errors.As(err, &te) {
+		return nil, &config.Error{Section: rabbitSection, Key: "ssl_cert_file", Reason: te.Err.Error()}
 	}
-	return cfg, nil
+	return cfg, err
 }
 
 func (o *Options) logger() *slog.Logger {

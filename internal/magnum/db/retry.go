@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
 )
 
 func pgCode(err error) string {
@@ -67,25 +69,20 @@ func isTransient(err error) bool {
 
 // retry runs op until it succeeds, fails for good, or the retries run out. attempt counts from 1.
 func (s *Store) retry(ctx context.Context, op func(attempt int) error) error {
-	wait := s.opts.RetryInterval
-	if wait <= 0 {
-		wait = 10 * time.Millisecond
+	return s.retryPolicy().Do(ctx, isTransient, op)
+}
+
+// retryPolicy is [database] db_retry_interval, db_max_retry_interval and db_max_retries (-1: no
+// limit) as oslo.db applies them: waits doubling from the interval up to the maximum.
+func (s *Store) retryPolicy() backoff.Policy {
+	p := backoff.Policy{Initial: s.opts.RetryInterval, Max: s.opts.MaxRetryInterval}
+	if p.Initial <= 0 {
+		p.Initial = 10 * time.Millisecond
 	}
-	for attempt := 1; ; attempt++ {
-		err := op(attempt)
-		if err == nil || !isTransient(err) || ctx.Err() != nil ||
-			(s.opts.Retries >= 0 && attempt > s.opts.Retries) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		if wait *= 2; s.opts.MaxRetryInterval > 0 && wait > s.opts.MaxRetryInterval {
-			wait = s.opts.MaxRetryInterval
-		}
+	if s.opts.Retries >= 0 {
+		p.MaxAttempts = s.opts.Retries + 1
 	}
+	return p
 }
 
 // inTx runs fn in a transaction, retrying the whole transaction after transient errors.

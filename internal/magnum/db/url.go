@@ -1,12 +1,10 @@
 package db
 
 import (
-	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tlsclient"
 )
 
 // Dialect is the database family of a connection URL.
@@ -158,7 +158,7 @@ func (t *Target) mysqlDSN() (string, error) {
 	cfg.Timeout = 10 * time.Second
 	cfg.Params = map[string]string{}
 	charset := "utf8mb4"
-	var tlsCfg *tls.Config
+	wantTLS := false
 	for key, vals := range t.Query {
 		v := vals[len(vals)-1]
 		switch key {
@@ -181,36 +181,33 @@ func (t *Target) mysqlDSN() (string, error) {
 				cfg.WriteTimeout = d
 			}
 		case "ssl_ca", "ssl_cert", "ssl_key", "ssl_check_hostname", "ssl_verify_cert", "ssl", "ssl_disabled":
-			if tlsCfg == nil {
-				tlsCfg = &tls.Config{ServerName: t.Host, MinVersion: tls.VersionTLS12}
-			}
+			wantTLS = true
 		default:
 			return "", fmt.Errorf("database connection URL %s: query option %q is not supported for mysql", t, key)
 		}
 	}
 	cfg.Params["charset"] = charset
-	if tlsCfg != nil && !queryBool(t.Query, "ssl_disabled") {
-		if ca := t.Query.Get("ssl_ca"); ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return "", fmt.Errorf("database connection URL %s: ssl_ca: %v", t, err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return "", fmt.Errorf("database connection URL %s: ssl_ca %s holds no PEM certificate", t, ca)
-			}
-			tlsCfg.RootCAs = pool
-		}
-		if cert, key := t.Query.Get("ssl_cert"), t.Query.Get("ssl_key"); cert != "" || key != "" {
-			pair, err := tls.LoadX509KeyPair(cert, key)
-			if err != nil {
-				return "", fmt.Errorf("database connection URL %s: ssl_cert/ssl_key: %v", t, err)
-			}
-			tlsCfg.Certificates = []tls.Certificate{pair}
-		}
-		if t.Query.Has("ssl_check_hostname") && !queryBool(t.Query, "ssl_check_hostname") ||
-			t.Query.Has("ssl_verify_cert") && !queryBool(t.Query, "ssl_verify_cert") {
-			tlsCfg.InsecureSkipVerify = true // the operator asked for it, as pymysql allows
+	if wantTLS && !queryBool(t.Query, "ssl_disabled") {
+		// As pymysql: ssl_ca replaces the system pool, and either check switched off skips
+		// verification altogether.
+		tlsCfg, err := tlsclient.Config(tlsclient.Options{
+			ServerName: t.Host,
+			CAFile:     t.Query.Get("ssl_ca"),
+			CertFile:   t.Query.Get("ssl_cert"),
+			KeyFile:    t.Query.Get("ssl_key"),
+			Insecure: t.Query.Has("ssl_check_hostname") && !queryBool(t.Query, "ssl_check_hostname") ||
+				t.Query.Has("ssl_verify_cert") && !queryBool(t.Query, "ssl_verify_cert"),
+		})
+		var te *tlsclient.Error
+		switch {
+		case errors.Is(err, tlsclient.ErrNoCertificate):
+			return "", fmt.Errorf("database connection URL %s: ssl_ca %s holds no PEM certificate", t, t.Query.Get("ssl_ca"))
+		case errors.As(err, &te) && te.Part == tlsclient.PartCA:
+			return "", fmt.Errorf("database connection URL %s: ssl_ca: %v", t, te.Err)
+		case errors.As(err, &te):
+			return "", fmt.Errorf("database connection URL %s: ssl_cert/ssl_key: %v", t, te.Err)
+		case err != nil:
+			return "", fmt.Errorf("database connection URL %s: TLS: %v", t, err)
 		}
 		name := fmt.Sprintf("magnum-db-%d", tlsConfigSeq.Add(1))
 		if err := mysql.RegisterTLSConfig(name, tlsCfg); err != nil {
