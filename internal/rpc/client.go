@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -284,7 +286,7 @@ func (sh *clientShared) consumeReplies() {
 		} else if err != nil {
 			sh.log.Warn("rpc: reply consumer interrupted, reconnecting", "error", err.Error())
 		}
-		if !sleepCtx(sh.ctx, retry.Step()) {
+		if !backoff.Sleep(sh.ctx, retry.Step()) {
 			return
 		}
 	}

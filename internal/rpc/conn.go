@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -281,7 +283,7 @@ func (p *publisher) publishDeclaring(ctx context.Context, exchange *exchangeDecl
 		if errors.Is(err, errDeclarationMismatch) || isConfigError(err) || ctx.Err() != nil {
 			return err
 		}
-		if !sleepCtx(ctx, retry.Step()) {
+		if !backoff.Sleep(ctx, retry.Step()) {
 			return fmt.Errorf("rpc: declare %s: %w (last error: %v)", queue.Name, ctx.Err(), err)
 		}
 	}

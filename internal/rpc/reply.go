@@ -7,6 +7,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -110,7 +112,7 @@ func (s *Server) sendReply(t *task, reply *Reply) {
 			s.log.Error("rpc: reply abandoned", "msg_id", reply.MsgID, "reply_q", replyQ, "error", err.Error())
 			return
 		}
-		if !sleepCtx(ctx, 250*time.Millisecond) {
+		if !backoff.Sleep(ctx, 250*time.Millisecond) {
 			s.stats.repliesDropped.Add(1)
 			return
 		}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
 )
 
 // ParkReasonHeader is set on every message published to the parking queue.
@@ -159,7 +161,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.brokerError()
 			delay := retry.Step()
 			s.log.Warn("rpc: cannot set up consumers, retrying", "error", err.Error(), "retry_in", delay.Round(time.Millisecond))
-			if !sleepCtx(ctx, delay) {
+			if !backoff.Sleep(ctx, delay) {
 				break
 			}
 			continue
@@ -183,17 +185,6 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) brokerError() {
 	if s.opts.OnBrokerError != nil {
 		s.opts.OnBrokerError()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
