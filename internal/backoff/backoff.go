@@ -1,5 +1,5 @@
 // Package backoff is the retry policy of the bridge's clients (Keystone's transient refusals, the
-// database's transient errors): waits that double from Initial up to Max, bounded by a number of
+// database's transient errors and its first connection): waits that double from Initial up to Max, bounded by a number of
 // attempts, a time budget and the context's deadline. The waits come from
 // k8s.io/apimachinery's wait.Backoff.
 package backoff
@@ -23,6 +23,8 @@ type Policy struct {
 	Budget time.Duration
 	// MaxAttempts counts the first attempt too; 0: no limit.
 	MaxAttempts int
+	// Fixed keeps every wait at Initial (oslo.db's connection retry_interval does not grow).
+	Fixed bool
 }
 
 // uncapped stands for "no cap": waits stop doubling there instead of overflowing.
@@ -31,6 +33,9 @@ const uncapped = time.Duration(math.MaxInt64 / 4)
 // backoff is the policy's sequence of waits.
 func (p Policy) backoff() wait.Backoff {
 	b := wait.Backoff{Duration: p.Initial, Factor: 2, Cap: p.Max, Steps: math.MaxInt}
+	if p.Fixed {
+		b.Factor = 1
+	}
 	if b.Cap <= 0 {
 		b.Cap = uncapped
 	}

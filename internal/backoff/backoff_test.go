@@ -15,6 +15,7 @@ func TestWaitsDoubleUpToMax(t *testing.T) {
 		"capped":                {Policy{Initial: 250 * time.Millisecond, Max: 4 * time.Second}, []time.Duration{250, 500, 1000, 2000, 4000, 4000, 4000}},
 		"no cap":                {Policy{Initial: time.Second}, []time.Duration{1000, 2000, 4000, 8000, 16000, 32000, 64000}},
 		"initial above the cap": {Policy{Initial: 3 * time.Second, Max: time.Second}, []time.Duration{3000, 1000, 1000}},
+		"fixed":                 {Policy{Initial: 10 * time.Second, Fixed: true}, []time.Duration{10000, 10000, 10000}},
 	}
 	for name, c := range cases {
 		b := c.policy.backoff()

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
+
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
@@ -196,22 +198,19 @@ func OpenWithOptions(ctx context.Context, o Options) (*Store, error) {
 }
 
 func (s *Store) connect(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
+	// ConnectRetries counts retries (-1: no end); an interval of 0 still retries, a millisecond apart.
+	policy := backoff.Policy{Initial: max(s.opts.ConnectRetryInterval, time.Millisecond), Fixed: true}
+	if s.opts.ConnectRetries >= 0 {
+		policy.MaxAttempts = s.opts.ConnectRetries + 1
+	}
+	return policy.Do(ctx, isTransient, func(int) error {
 		err := s.db.PingContext(ctx)
 		if err == nil {
 			return nil
 		}
-		err = fmt.Errorf("cannot connect to %s database %q at %s as %q: %w",
+		return fmt.Errorf("cannot connect to %s database %q at %s as %q: %w",
 			s.target.Dialect, s.target.Database, s.target.Address(), s.target.User, err)
-		if ctx.Err() != nil || !isTransient(err) || (s.opts.ConnectRetries >= 0 && attempt >= s.opts.ConnectRetries) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(s.opts.ConnectRetryInterval):
-		}
-	}
+	})
 }
 
 // Close cancels the delayed node group removals still pending (DeleteCluster; a later one
