@@ -17,23 +17,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
-)
-
-// Magnum status values this package produces.
-const (
-	CreateInProgress = "CREATE_IN_PROGRESS"
-	CreateComplete   = "CREATE_COMPLETE"
-	CreateFailed     = "CREATE_FAILED"
-	UpdateInProgress = "UPDATE_IN_PROGRESS"
-	UpdateComplete   = "UPDATE_COMPLETE"
-	UpdateFailed     = "UPDATE_FAILED"
-	DeleteInProgress = "DELETE_IN_PROGRESS"
-	DeleteFailed     = "DELETE_FAILED"
-
-	Healthy   = "HEALTHY"
-	Unhealthy = "UNHEALTHY"
-	Unknown   = "UNKNOWN"
 )
 
 // Observation is what Cluster API says about one cluster.
@@ -52,7 +37,7 @@ type Observation struct {
 
 // Current is the Magnum side as stored.
 type Current struct {
-	Status string
+	Status magnum.ClusterStatus
 	// StatusReason is the stored reason: a *_FAILED reason stays until the next operation.
 	StatusReason string
 	// Version is the Kubernetes version Magnum asked for (template and labels); empty: not checked.
@@ -71,7 +56,7 @@ type NodeGroupState struct {
 	UUID          string
 	Name          string
 	Role          string
-	Status        string
+	Status        magnum.ClusterStatus
 	StatusReason  string
 	NodeCount     int
 	NodeAddresses []string
@@ -83,11 +68,11 @@ type NodeGroupState struct {
 
 // Decision is the Magnum state the observation implies.
 type Decision struct {
-	Status       string
+	Status       magnum.ClusterStatus
 	StatusReason string
 	APIAddress   string
 	COEVersion   string
-	Health       string
+	Health       magnum.HealthStatus
 	HealthReason map[string]string
 	NodeGroups   []NodeGroupState
 	// Terminal is true when the operation in progress has ended (completed or failed).
@@ -127,52 +112,56 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 	}
 	d.COEVersion = c.Spec.Topology.Version
 	d.Health, d.HealthReason = health(c)
-	if cur.Status == CreateInProgress && d.Health == Unhealthy {
+	if cur.Status == magnum.StatusCreateInProgress && d.Health == magnum.HealthUnhealthy {
 		// A cluster still being built is not unhealthy, just not known to be healthy yet.
-		d.Health = Unknown
+		d.Health = magnum.HealthUnknown
 	}
 	d.NodeGroups = nodeGroups(cur, obs)
 
 	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
 	addonsDone, _ := addonsApplied(obs)
 	settled := available && !rollingOut(obs) && reflectsDesired(cur, obs) && addonsDone
+	// The statuses an operation ends in come from Magnum's transition table; what ends it differs:
+	// a create has its create_timeout, an update and a delete the deadline the conductor passes in,
+	// and a delete completes only when the CAPI Cluster is gone (the watch reports that).
+	op, _ := magnum.Outcome(cur.Status)
 	switch cur.Status {
-	case CreateInProgress:
+	case magnum.StatusCreateInProgress:
 		switch {
 		case settled:
-			d.Status, d.StatusReason, d.Terminal = CreateComplete, "", true
-			setGroupStatus(&d, CreateComplete)
+			d.Status, d.StatusReason, d.Terminal = op.Complete, "", true
+			setGroupStatus(&d, op, op.Complete)
 		case cur.CreateTimeout > 0 && !cur.CreatedAt.IsZero() && now.After(cur.CreatedAt.Add(cur.CreateTimeout)):
-			d.Status, d.Terminal = CreateFailed, true
+			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster did not become available within its create_timeout of %s: %s",
 				cur.CreateTimeout, RootCause(obs))
-			setGroupStatus(&d, CreateFailed, RootCause(obs))
+			setGroupStatus(&d, op, op.Failed, RootCause(obs))
 		default:
 			d.StatusReason = Progress(obs)
 		}
-	case UpdateInProgress:
+	case magnum.StatusUpdateInProgress:
 		switch {
 		case settled:
-			d.Status, d.StatusReason, d.Terminal = UpdateComplete, "", true
+			d.Status, d.StatusReason, d.Terminal = op.Complete, "", true
 		case pastDeadline(cur, now):
-			d.Status, d.Terminal = UpdateFailed, true
+			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster API did not converge within the %s: %s; %s", cur.DeadlineName, RootCause(obs), Progress(obs))
-			failGroups(&d, d.StatusReason, "CREATE_", "UPDATE_")
+			failGroups(&d, d.StatusReason, magnum.StatusCreateInProgress, magnum.StatusUpdateInProgress)
 		default:
 			d.StatusReason = Progress(obs)
 		}
-	case DeleteInProgress:
+	case magnum.StatusDeleteInProgress:
 		if pastDeadline(cur, now) {
-			d.Status, d.Terminal = DeleteFailed, true
+			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster API did not finish deleting the cluster within the %s: %s", cur.DeadlineName, RootCause(obs))
-			failGroups(&d, d.StatusReason, "DELETE_")
+			failGroups(&d, d.StatusReason, magnum.StatusDeleteInProgress)
 		}
 	}
 	// A node group that was being resized or created is done when its machines are.
 	for i := range d.NodeGroups {
 		g := &d.NodeGroups[i]
-		if settled && (g.Status == UpdateInProgress || (g.Status == CreateInProgress && cur.Status != CreateInProgress)) {
-			g.Status = strings.Replace(g.Status, "IN_PROGRESS", "COMPLETE", 1)
+		if settled && (g.Status == magnum.StatusUpdateInProgress || (g.Status == magnum.StatusCreateInProgress && cur.Status != magnum.StatusCreateInProgress)) {
+			g.Status = magnum.CompleteOf(g.Status)
 			g.StatusReason = ""
 		}
 	}
@@ -183,24 +172,23 @@ func pastDeadline(cur Current, now time.Time) bool {
 	return !cur.Deadline.IsZero() && now.After(cur.Deadline)
 }
 
-// failGroups fails the node groups an operation was changing (statuses with one of the prefixes,
-// still in progress).
-func failGroups(d *Decision, reason string, prefixes ...string) {
+// failGroups fails the node groups an operation was changing: those in one of the in-progress
+// statuses.
+func failGroups(d *Decision, reason string, inProgress ...magnum.ClusterStatus) {
 	for i := range d.NodeGroups {
 		g := &d.NodeGroups[i]
-		for _, p := range prefixes {
-			if strings.HasPrefix(g.Status, p) && strings.HasSuffix(g.Status, "_IN_PROGRESS") {
-				g.Status = strings.Replace(g.Status, "IN_PROGRESS", "FAILED", 1)
-				g.StatusReason = reason
-				g.Gone = false
-			}
+		if magnum.StatusIn(g.Status, inProgress) {
+			g.Status = magnum.FailedOf(g.Status)
+			g.StatusReason = reason
+			g.Gone = false
 		}
 	}
 }
 
-func setGroupStatus(d *Decision, status string, reason ...string) {
+// setGroupStatus ends the node groups in any status of the operation's row.
+func setGroupStatus(d *Decision, op magnum.Transition, status magnum.ClusterStatus, reason ...string) {
 	for i := range d.NodeGroups {
-		if strings.HasPrefix(d.NodeGroups[i].Status, "CREATE_") {
+		if op.Writes(d.NodeGroups[i].Status) {
 			d.NodeGroups[i].Status = status
 			d.NodeGroups[i].StatusReason = strings.Join(reason, "")
 		}
@@ -224,7 +212,7 @@ func reflectsDesired(cur Current, obs Observation) bool {
 	// upgrade or resize rolling machines over is not done while an old or surplus machine remains.
 	want := 0
 	for _, g := range cur.NodeGroups {
-		if !strings.HasPrefix(g.Status, "DELETE_") && !g.Autoscaled {
+		if !magnum.Deleting(g.Status) && !g.Autoscaled {
 			want += g.NodeCount
 		}
 	}
@@ -255,7 +243,7 @@ func reflectsDesired(cur Current, obs Observation) bool {
 			continue
 		}
 		md, ok := mds[g.UUID]
-		if strings.HasPrefix(g.Status, "DELETE_") {
+		if magnum.Deleting(g.Status) {
 			if ok {
 				return false
 			}
@@ -442,7 +430,7 @@ func oneLine(s string) string {
 
 // health follows the cluster's Available condition; the reason names each summary, like the
 // capi-helm driver's keys, so existing tooling keeps working.
-func health(c *clusterv1.Cluster) (string, map[string]string) {
+func health(c *clusterv1.Cluster) (magnum.HealthStatus, map[string]string) {
 	reason := map[string]string{}
 	keys := map[string]string{
 		"cluster":        clusterv1.AvailableCondition,
@@ -464,11 +452,11 @@ func health(c *clusterv1.Cluster) (string, map[string]string) {
 	cond := condition(c.Status.Conditions, clusterv1.AvailableCondition)
 	switch {
 	case cond == nil || cond.Status == metav1.ConditionUnknown:
-		return Unknown, reason
+		return magnum.HealthUnknown, reason
 	case cond.Status == metav1.ConditionTrue:
-		return Healthy, reason
+		return magnum.HealthHealthy, reason
 	}
-	return Unhealthy, reason
+	return magnum.HealthUnhealthy, reason
 }
 
 // nodeGroups carries addresses and machine counts over to the stored node groups.
@@ -497,7 +485,7 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 	for _, m := range obs.Machines {
 		hasMachines[m.Labels[templates.LabelNodeGroupUUID]] = true
 	}
-	complete := strings.HasSuffix(cur.Status, "_COMPLETE")
+	complete := cur.Status.IsComplete()
 	out := make([]NodeGroupState, len(cur.NodeGroups))
 	for i, g := range cur.NodeGroups {
 		out[i] = g
@@ -506,13 +494,13 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 			continue
 		}
 		out[i].NodeAddresses = sorted(byNG[g.UUID])
-		if strings.HasPrefix(g.Status, "DELETE_") {
+		if magnum.Deleting(g.Status) {
 			out[i].Gone = !hasMD[g.UUID] && !hasMachines[g.UUID]
 			continue
 		}
 		// Replica changes made outside Magnum (the autoscaler) show in node_count at once; while an
 		// operation of Magnum's own runs, the stored count is the goal and CAPI is catching up to it.
-		if n, ok := mdReplicas[g.UUID]; ok && complete && strings.HasSuffix(g.Status, "_COMPLETE") {
+		if n, ok := mdReplicas[g.UUID]; ok && complete && g.Status.IsComplete() {
 			out[i].NodeCount = n
 		}
 	}
