@@ -234,13 +234,13 @@ func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters
 	}
 	master := mk("default-master", "master", masters, cmp.Or(cl.MasterFlavorID.Or(""), tmpl.MasterFlavorID.Or("")))
 	worker := mk("default-worker", "worker", workers, cmp.Or(cl.FlavorID.Or(""), tmpl.FlavorID.Or("")))
-	if v, ok := labels["min_node_count"]; ok {
+	if v, ok := labels[templates.LabelMinNodeCount]; ok {
 		var n int64
 		if _, err := fmt.Sscan(v, &n); err == nil {
 			worker.MinNodeCount.Set(n)
 		}
 	}
-	if v, ok := labels["max_node_count"]; ok {
+	if v, ok := labels[templates.LabelMaxNodeCount]; ok {
 		var n int64
 		if _, err := fmt.Sscan(v, &n); err == nil {
 			worker.MaxNodeCount.Set(n)

@@ -237,7 +237,7 @@ func versions(f Facts, s Settings, policy templates.VersionPolicy) []KubernetesV
 		if own == "" {
 			continue // no version the bridge could build from this image alone
 		}
-		v, err := templates.CheckKubernetesVersion(map[string]string{"kube_tag": own},
+		v, err := templates.CheckKubernetesVersion(map[string]string{templates.LabelKubeTag: own},
 			templates.Image{Ref: img.Name, Name: img.Name, KubeVersion: img.KubeVersion}, def, policy)
 		if err != nil {
 			continue // outside the supported range
