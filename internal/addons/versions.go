@@ -83,10 +83,11 @@ func SupportedKubernetesVersions() templates.VersionRange {
 
 // CloudProviderRelease is the cloud-provider-openstack release the bridge pairs with a Kubernetes version.
 func CloudProviderRelease(kubernetesVersion string) (string, error) {
-	_, minor, _, err := templates.ParseVersion(kubernetesVersion)
+	v, err := templates.ParseVersion(kubernetesVersion)
 	if err != nil {
 		return "", err
 	}
+	minor := int(v.Minor())
 	if minor < oldestCloudProviderMinor {
 		return "", fmt.Errorf("Kubernetes %s is older than any cloud-provider-openstack release the bridge knows (1.%d); set cloud_provider_tag", kubernetesVersion, oldestCloudProviderMinor)
 	}

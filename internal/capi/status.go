@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -79,20 +80,6 @@ type Decision struct {
 	Terminal bool
 }
 
-func condition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-func isTrue(conds []metav1.Condition, t string) bool {
-	c := condition(conds, t)
-	return c != nil && c.Status == metav1.ConditionTrue
-}
-
 func i32(p *int32) int {
 	if p == nil {
 		return 0
@@ -118,7 +105,7 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 	}
 	d.NodeGroups = nodeGroups(cur, obs)
 
-	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
+	available := meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.AvailableCondition)
 	addonsDone, _ := addonsApplied(obs)
 	settled := available && !rollingOut(obs) && reflectsDesired(cur, obs) && addonsDone
 	// The statuses an operation ends in come from Magnum's transition table; what ends it differs:
@@ -201,7 +188,7 @@ func setGroupStatus(d *Decision, op magnum.Transition, status magnum.ClusterStat
 // settled before CAPI even started on it.
 func reflectsDesired(cur Current, obs Observation) bool {
 	c := obs.Cluster
-	if c.Status.ObservedGeneration < c.Generation || !isTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+	if c.Status.ObservedGeneration < c.Generation || !meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
 		return false
 	}
 	// The watch's cache may still hold the Cluster as it was before the bridge's last apply.
@@ -276,7 +263,7 @@ func controlPlaneConverged(c *clusterv1.Cluster, machines []clusterv1.Machine, w
 		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
 			continue
 		}
-		if !isTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
+		if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
 			return false
 		}
 		n++
@@ -297,7 +284,7 @@ func anyAutoscaled(cur Current) bool {
 func rollingOut(obs Observation) bool {
 	c := obs.Cluster
 	for _, t := range []string{clusterv1.ScalingUpCondition, clusterv1.ScalingDownCondition, clusterv1.RollingOutCondition} {
-		if isTrue(c.Status.Conditions, t) {
+		if meta.IsStatusConditionTrue(c.Status.Conditions, t) {
 			return true
 		}
 	}
@@ -354,7 +341,7 @@ const noCause = "no failing condition reported"
 // RootCause picks the most specific failing condition a tenant can act on: a machine's own problem
 // before the summaries built from it, infrastructure before control plane before workers.
 func RootCause(obs Observation) string {
-	if c := obs.Cluster; c != nil && ((c.Spec.Paused != nil && *c.Spec.Paused) || isTrue(c.Status.Conditions, clusterv1.PausedCondition)) {
+	if c := obs.Cluster; c != nil && ((c.Spec.Paused != nil && *c.Spec.Paused) || meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.PausedCondition)) {
 		return "Paused: Cluster API does not reconcile the cluster while it is paused (ask your cloud operator)"
 	}
 	machines := append([]clusterv1.Machine(nil), obs.Machines...)
@@ -376,7 +363,7 @@ func RootCause(obs Observation) string {
 	// condition (for OpenStack, CAPO's server id in the providerID the Node would carry).
 	var noNode []string
 	for _, m := range machines {
-		if m.DeletionTimestamp == nil && m.Status.NodeRef.Name == "" && isTrue(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition) {
+		if m.DeletionTimestamp == nil && m.Status.NodeRef.Name == "" && meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition) {
 			noNode = append(noNode, m.Name)
 		}
 	}
@@ -387,7 +374,7 @@ func RootCause(obs Observation) string {
 	})
 	for _, m := range machines {
 		for _, t := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.MachineNodeReadyCondition} {
-			if c := condition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+			if c := meta.FindStatusCondition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 				cause := fmt.Sprintf("machine %s: %s: %s", m.Name, t, oneLine(c.Message))
 				if len(noNode) > 0 {
 					cause = fmt.Sprintf("machines provisioned without a node: %s; %s", strings.Join(noNode, ", "), cause)
@@ -400,12 +387,12 @@ func RootCause(obs Observation) string {
 		return "machines provisioned without a node: " + strings.Join(noNode, ", ")
 	}
 	if obs.Cluster != nil {
-		if done, why := addonsApplied(obs); !done && isTrue(obs.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
+		if done, why := addonsApplied(obs); !done && meta.IsStatusConditionTrue(obs.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
 			return why
 		}
 		for _, t := range []string{clusterv1.ClusterInfrastructureReadyCondition, clusterv1.ClusterControlPlaneAvailableCondition,
 			clusterv1.ClusterWorkersAvailableCondition, clusterv1.ClusterRemoteConnectionProbeCondition, clusterv1.ClusterTopologyReconciledCondition} {
-			if c := condition(obs.Cluster.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+			if c := meta.FindStatusCondition(obs.Cluster.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 				return fmt.Sprintf("%s: %s", t, oneLine(c.Message))
 			}
 		}
@@ -439,7 +426,7 @@ func health(c *clusterv1.Cluster) (magnum.HealthStatus, map[string]string) {
 		"nodegroup":      clusterv1.ClusterWorkersAvailableCondition,
 	}
 	for k, t := range keys {
-		cond := condition(c.Status.Conditions, t)
+		cond := meta.FindStatusCondition(c.Status.Conditions, t)
 		switch {
 		case cond == nil:
 			reason[k] = "Unknown"
@@ -449,7 +436,7 @@ func health(c *clusterv1.Cluster) (magnum.HealthStatus, map[string]string) {
 			reason[k] = strings.TrimSpace(string(cond.Status) + ": " + oneLine(cond.Message))
 		}
 	}
-	cond := condition(c.Status.Conditions, clusterv1.AvailableCondition)
+	cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1.AvailableCondition)
 	switch {
 	case cond == nil || cond.Status == metav1.ConditionUnknown:
 		return magnum.HealthUnknown, reason
@@ -562,7 +549,7 @@ func addonsApplied(obs Observation) (done bool, why string) {
 		}
 	}
 	if s := obs.AddonSet; s != nil {
-		if c := condition(s.Status.Conditions, addonsv1.ClusterResourceSetResourcesAppliedCondition); c != nil &&
+		if c := meta.FindStatusCondition(s.Status.Conditions, addonsv1.ClusterResourceSetResourcesAppliedCondition); c != nil &&
 			c.Status == metav1.ConditionFalse && c.Message != "" {
 			return false, fmt.Sprintf("add-ons (ClusterResourceSet %s) not applied: %s", name, oneLine(c.Message))
 		}

@@ -295,23 +295,23 @@ func (c *Conductor) RotateCACertificate(ctx context.Context, req *rpc.Request) (
 
 // upgradeCheck validates a Kubernetes version change: no downgrade, no skipped minor.
 func upgradeCheck(from, to string) error {
-	fm, fn, fp, err := templates.ParseVersion(from)
+	fv, err := templates.ParseVersion(from)
 	if err != nil {
 		return nil // an unknown current version cannot be compared; CAPI validates the rest
 	}
-	tm, tn, tp, err := templates.ParseVersion(to)
+	tv, err := templates.ParseVersion(to)
 	if err != nil {
 		return err
 	}
 	switch {
 	// The key words come before the first '.': magnum-api's error title (what the CLI prints) is
 	// the message up to its first full stop, and every version number has one.
-	case tm != fm:
+	case tv.Major() != fv.Major():
 		return fmt.Errorf("an upgrade may not change the major Kubernetes version (from %s to %s)", from, to)
-	case tn < fn || (tn == fn && tp < fp):
+	case tv.LessThan(fv):
 		return fmt.Errorf("downgrades are not supported (the cluster runs %s, the template asks for %s)", from, to)
-	case tn > fn+1:
-		return fmt.Errorf("an upgrade may not skip a Kubernetes minor version (from %s to %s: upgrade to v%d.%d first)", from, to, fm, fn+1)
+	case tv.Minor() > fv.Minor()+1:
+		return fmt.Errorf("an upgrade may not skip a Kubernetes minor version (from %s to %s: upgrade to v%d.%d first)", from, to, fv.Major(), fv.Minor()+1)
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		// What Magnum asked for: an operation is not complete while CAPI shows another version.
 		cur.Version, _ = templates.KubernetesVersion(dictMap(cl.Labels), tmpl.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
 	}
-	autoscaling := labelTrue(dictMap(cl.Labels), templates.LabelAutoScalingEnabled)
+	autoscaling := templates.LabelEnabled(dictMap(cl.Labels), templates.LabelAutoScalingEnabled)
 	for _, g := range groups {
 		cur.NodeGroups = append(cur.NodeGroups, capi.NodeGroupState{
 			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), Status: g.Status.Or(""),
@@ -217,12 +217,4 @@ func (c *Conductor) Resync(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func labelTrue(labels map[string]string, name string) bool {
-	switch strings.ToLower(labels[name]) {
-	case "true", "1", "yes", "on":
-		return true
-	}
-	return false
 }

@@ -158,7 +158,7 @@ func validateValue(spec LabelSpec, v string) error {
 	bad := func(reason string) error { return labelErr(spec, v, reason) }
 	switch spec.Type {
 	case LabelBool:
-		if _, err := parseBool(v); err != nil {
+		if _, err := ParseBool(v); err != nil {
 			return bad("want true or false")
 		}
 	case LabelInt:
@@ -329,7 +329,9 @@ var removedAdmissionPlugins = map[string]string{
 	"NamespaceExistsAndUsed": "is not a plugin",
 }
 
-func parseBool(v string) (bool, error) {
+// ParseBool reads a boolean label value: Magnum's drivers accept these spellings in any case, and
+// a value copied from a form often has spaces around it.
+func ParseBool(v string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "true", "1", "yes", "on":
 		return true, nil
@@ -343,8 +345,8 @@ func parseBool(v string) (bool, error) {
 func honored(spec LabelSpec, v string) bool {
 	for _, h := range spec.Honored {
 		if spec.Type == LabelBool {
-			hb, _ := parseBool(h)
-			if vb, err := parseBool(v); err == nil && vb == hb {
+			hb, _ := ParseBool(h)
+			if vb, err := ParseBool(v); err == nil && vb == hb {
 				return true
 			}
 			continue
@@ -477,11 +479,6 @@ func labelSet(labels map[string]string, name string) bool {
 	return false
 }
 
-func labelBool(labels map[string]string, name string) bool {
-	b, _ := parseBool(labelOr(labels, name))
-	return b
-}
-
 func labelInt(labels map[string]string, name string) int {
 	n, _ := strconv.Atoi(labelOr(labels, name))
 	return n
@@ -509,16 +506,4 @@ func KubernetesVersion(labels map[string]string, imageName, def string) (string,
 		v = "v" + v
 	}
 	return v, nil
-}
-
-// ParseVersion splits vX.Y.Z into numbers.
-func ParseVersion(v string) (major, minor, patch int, err error) {
-	m := versionRE.FindStringSubmatch(v)
-	if m == nil {
-		return 0, 0, 0, fmt.Errorf("not a Kubernetes version: %q", v)
-	}
-	major, _ = strconv.Atoi(m[1])
-	minor, _ = strconv.Atoi(m[2])
-	patch, _ = strconv.Atoi(m[3])
-	return major, minor, patch, nil
 }

@@ -206,7 +206,7 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 	vars.set(VarAPIServerLoadBalancer, lb)
 	fip := tmpl.FloatingIPEnabled
 	if labelSet(labels, LabelMasterLBFloatingIPEnabled) {
-		fip = labelBool(labels, LabelMasterLBFloatingIPEnabled)
+		fip = LabelEnabled(labels, LabelMasterLBFloatingIPEnabled)
 	}
 	if !fip && !tmpl.MasterLBEnabled {
 		if labelSet(labels, LabelMasterLBFloatingIPEnabled) {
@@ -265,7 +265,7 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 		}
 		vars.set(VarOpenIDConnect, oidc)
 	}
-	if labelBool(labels, LabelAuditLogEnabled) {
+	if LabelEnabled(labels, LabelAuditLogEnabled) {
 		vars.set(VarAuditLog, map[string]any{
 			"maxAge": labelInt(labels, LabelAuditLogMaxAge), "maxBackup": labelInt(labels, LabelAuditLogMaxBackup),
 			"maxSize": labelInt(labels, LabelAuditLogMaxSize),
@@ -281,7 +281,7 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 	}
 
 	// Control plane: its flavor and server group.
-	autoHeal := labelBool(labels, LabelAutoHealingEnabled)
+	autoHeal := LabelEnabled(labels, LabelAutoHealingEnabled)
 	var cpVars varList
 	cpVars.set(VarMachineFlavor, flavorParam(masterFlavor))
 	policy := labelOr(labels, LabelServerGroupPolicies)
@@ -398,7 +398,10 @@ func dnsNameservers(v string) ([]string, error) {
 // admissionPlugins is enable-admission-plugins: NodeRestriction (kubeadm's default, which setting
 // the flag would otherwise drop) and the label's plugins, each once, checked against the version.
 func admissionPlugins(list, version string) (string, error) {
-	_, minor, _, _ := ParseVersion(version)
+	minor := 0
+	if v, err := ParseVersion(version); err == nil {
+		minor = int(v.Minor())
+	}
 	out := []string{"NodeRestriction"}
 	seen := map[string]bool{"NodeRestriction": true}
 	for _, p := range splitList(list) {

@@ -213,7 +213,7 @@ func inMemoryClass(in Input) ([]*unstructured.Unstructured, error) {
 			}}},
 		},
 	}
-	if labelBool(in.Cluster.Labels, LabelAutoHealingEnabled) {
+	if LabelEnabled(in.Cluster.Labels, LabelAutoHealingEnabled) {
 		class.Spec.Workers.MachineDeployments[0].HealthCheck = workerHealthCheck()
 	}
 	cc, err := toUnstructured(class, clusterv1.GroupVersion.String(), "ClusterClass")
@@ -302,7 +302,7 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 			},
 		},
 	}
-	autoscale := labelBool(in.Cluster.Labels, LabelAutoScalingEnabled)
+	autoscale := LabelEnabled(in.Cluster.Labels, LabelAutoScalingEnabled)
 	for _, ng := range workers {
 		md := clusterv1.MachineDeploymentTopology{
 			Class: WorkerClass,
@@ -313,7 +313,7 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 			},
 		}
 		// Only when set: the class's own health check keeps its default otherwise.
-		if v, set := in.Cluster.Labels[LabelAutoHealingNodeTimeout]; set && labelBool(in.Cluster.Labels, LabelAutoHealingEnabled) {
+		if v, set := in.Cluster.Labels[LabelAutoHealingNodeTimeout]; set && LabelEnabled(in.Cluster.Labels, LabelAutoHealingEnabled) {
 			if t, err := strconv.Atoi(v); err == nil && t > 0 {
 				md.HealthCheck.Checks.UnhealthyNodeConditions = unhealthyNodeConditions(int32(t))
 			}

@@ -7,6 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 )
 
+// ParseVersion reads a Kubernetes version as a label gives it: vX.Y.Z, the "v" optional, nothing
+// around it (no pre-release: CAPI's images are built for releases).
+func ParseVersion(v string) (*version.Version, error) {
+	if !versionRE.MatchString(v) {
+		return nil, fmt.Errorf("not a Kubernetes version: %q", v)
+	}
+	return version.ParseGeneric(v)
+}
+
 // VersionRange is a span of Kubernetes minor versions, both ends included, any patch of them. The
 // zero value is unset (IsZero).
 type VersionRange struct {
