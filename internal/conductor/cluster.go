@@ -18,8 +18,8 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// ClusterCreate implements cluster_create(cluster, master_count, node_count, create_timeout)
-// (magnum/conductor/handlers/cluster_conductor.py): the rows are inserted at once, so clients never
+// ClusterCreate implements cluster_create(cluster, master_count, node_count, create_timeout) as
+// Magnum's cluster conductor does: the rows are inserted at once, so clients never
 // see a 404 for an accepted cluster — a request refused after magnum-api's 202 still leaves a
 // CREATE_FAILED row with the reason, as Python's conductor does. The cluster's cloud credentials are
 // issued while the message is held (they need the request's token); the rest is the operation
@@ -203,7 +203,8 @@ func (c *Conductor) ensureCreateCredentials(ctx context.Context, cl *magnum.Clus
 	return g.Wait()
 }
 
-// defaultNodeGroups builds default-master and default-worker as Magnum's conductor/utils.py does.
+// defaultNodeGroups builds default-master and default-worker as Magnum's conductor does, so the
+// API shows the groups it would.
 func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters, workers int) (*magnum.NodeGroup, *magnum.NodeGroup) {
 	labels := dictMap(cl.Labels)
 	volume := cl.DockerVolumeSize

@@ -11,9 +11,9 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// Day-2 operations (magnum/conductor/handlers/cluster_conductor.py and nodegroup_conductor.py):
-// each writes Magnum's synchronous state at once (the *_IN_PROGRESS statuses Terraform polls for),
-// re-renders the cluster and applies it; the watch moves the statuses on to *_COMPLETE.
+// Day-2 operations, as Magnum's cluster and nodegroup conductors accept them (the guards are
+// magnum.Transitions): each writes Magnum's synchronous state at once (the *_IN_PROGRESS statuses
+// Terraform polls for), re-renders the cluster and applies it; the watch moves the statuses on.
 
 // loadForUpdate reads the stored cluster named by the "cluster" argument and checks the caller may
 // act on it and that its status allows the operation (Magnum's NotSupported otherwise). A cluster

@@ -145,7 +145,7 @@ var Registry = []LabelSpec{
 
 	// --- Machines and placement --------------------------------------------------------------------
 	// Horizon's Create Cluster dialog always sends the zone picked from Nova's list: on a backend
-	// without zones, Nova's default zone "nova" asks for what happens anyway (issue 15). The
+	// without zones, Nova's default zone "nova" asks for what happens anyway. The
 	// in-memory flavor still renders it as the workers' failure domain (its machines accept any).
 	{Name: LabelAvailabilityZone, Group: GroupPlacement, Type: LabelString, Anchors: aHeatVex, Flavors: onlyCAPO, NodeGroup: true,
 		Honored:     []string{"nova"},
