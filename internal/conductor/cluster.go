@@ -100,7 +100,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		}
 	}
 	now := c.opts.Now().UTC()
-	cl.Status.Set(magnum.StatusCreateInProgress)
+	cl.Status.Set(magnum.Transitions[magnum.OpClusterCreate].InProgress)
 	cl.StatusReason.SetNull()
 	cl.StackID.Set(templates.ClusterName(cl.Name.Or(""), id))
 	cl.CreateTimeout.Set(int64(timeout))
@@ -109,10 +109,10 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if refusal != nil {
 		// Recorded, not just refused: magnum-api already answered 202 and its clients poll the row.
 		reason := c.reasonFor(id, refusal)
-		cl.Status.Set(magnum.StatusCreateFailed)
+		cl.Status.Set(magnum.Transitions[magnum.OpClusterCreate].Failed)
 		cl.StatusReason.Set(reason)
 		for _, g := range []*magnum.NodeGroup{master, worker} {
-			g.Status.Set(magnum.StatusCreateFailed)
+			g.Status.Set(magnum.Transitions[magnum.OpClusterCreate].Failed)
 			g.StatusReason.Set(reason)
 		}
 	}
@@ -229,7 +229,7 @@ func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters
 		ng.MinNodeCount.Set(0)
 		ng.NodeAddresses.Set([]string{})
 		ng.StackID.Set(cl.StackID.Or(""))
-		ng.Status.Set(magnum.StatusCreateInProgress)
+		ng.Status.Set(magnum.Transitions[magnum.OpClusterCreate].NodeGroup)
 		ng.CreatedAt.Set(cl.CreatedAt.Or(time.Time{}))
 		return ng
 	}
@@ -453,7 +453,7 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 	if err := authorize(req.Context, cl.ProjectID.Or("")); err != nil {
 		return nil, err
 	}
-	deleting := magnum.StatusDeleteInProgress
+	deleting := magnum.Transitions[magnum.OpClusterDelete].InProgress
 	empty := ""
 	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &deleting, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -503,7 +503,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 			return rpc.Retry(err)
 		}
 		reason := c.reasonFor(id, err)
-		failed := magnum.StatusDeleteFailed
+		failed := magnum.Transitions[magnum.OpClusterDelete].Failed
 		c.log.WarnContext(ctx, "cluster delete: credentials left in Keystone", "cluster", id, "error", err)
 		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason}); err != nil {
 			return rpc.Retry(err)

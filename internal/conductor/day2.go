@@ -111,7 +111,7 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 		return nil, nil
 	}
 	n := int64(count)
-	st := magnum.StatusUpdateInProgress
+	st := magnum.Transitions[magnum.OpClusterUpdate].NodeGroup
 	empty := ""
 	if err := c.store.UpdateNodeGroup(ctx, worker.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -165,7 +165,7 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 		}
 	}
 	n := int64(count)
-	st := magnum.StatusUpdateInProgress
+	st := magnum.Transitions[magnum.OpClusterResize].NodeGroup
 	empty := ""
 	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -207,7 +207,7 @@ func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any,
 	if ng.Role.Or("worker") == "master" {
 		return nil, magnum.NotSupported("Adding a control-plane node group")
 	}
-	ng.Status.Set(magnum.StatusCreateInProgress)
+	ng.Status.Set(magnum.Transitions[magnum.OpNodeGroupCreate].NodeGroup)
 	ng.StackID.Set(cl.StackID.Or(""))
 	if !ng.NodeAddresses.IsSet() {
 		ng.NodeAddresses.Set([]string{})
@@ -251,7 +251,7 @@ func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any,
 	if st := stored.Status.Or(""); !magnum.OpNodeGroupUpdate.Allowed(st) {
 		return nil, magnum.NotSupported(fmt.Sprintf("Updating a node group when status is \"%s\"", st))
 	}
-	ng.Status.Set(magnum.StatusUpdateInProgress)
+	ng.Status.Set(magnum.Transitions[magnum.OpNodeGroupUpdate].NodeGroup)
 	if err := c.store.SaveNodeGroupChanges(ctx, ng, stored.Status.Or("")); err != nil {
 		return nil, rpc.Retry(err)
 	}
@@ -276,7 +276,7 @@ func (c *Conductor) NodeGroupDelete(ctx context.Context, req *rpc.Request) (any,
 	if ng.IsDefault.Or(false) {
 		return nil, magnum.NotSupported("Deleting a default node group")
 	}
-	st := magnum.StatusDeleteInProgress
+	st := magnum.Transitions[magnum.OpNodeGroupDelete].NodeGroup
 	empty := ""
 	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -416,7 +416,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		c.log.WarnContext(ctx, "cluster_upgrade: dry run not possible, applying without it", "cluster", id, "error", err)
 	}
 
-	st := magnum.StatusUpdateInProgress
+	st := magnum.Transitions[magnum.OpClusterUpgrade].NodeGroup
 	empty := ""
 	for _, g := range in.NodeGroups { // groups being deleted are not in the input
 		if !in.UpgradeCovers(g) {
