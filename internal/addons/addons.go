@@ -144,17 +144,17 @@ func Render(in Input) (*Set, error) {
 	list = append(list, addon{CNI, cni})
 	if in.Cloud != nil {
 		list = append(list, addon{CloudConfig, cloudConfig})
-		if templates.LabelEnabled(in.Labels, "cloud_provider_enabled") {
+		if templates.LabelEnabled(in.Labels, templates.LabelCloudProviderEnabled) {
 			list = append(list, addon{CloudController, cloudControllerManager})
 		}
-		if templates.LabelEnabled(in.Labels, "cinder_csi_enabled") {
+		if templates.LabelEnabled(in.Labels, templates.LabelCinderCSIEnabled) {
 			list = append(list, addon{CinderCSI, cinderCSI})
 		}
-		if templates.LabelEnabled(in.Labels, "keystone_auth_enabled") {
+		if templates.LabelEnabled(in.Labels, templates.LabelKeystoneAuthEnabled) {
 			list = append(list, addon{KeystoneAuth, keystoneAuth})
 		}
 	}
-	if templates.LabelEnabled(in.Labels, "metrics_server_enabled") {
+	if templates.LabelEnabled(in.Labels, templates.LabelMetricsServerEnabled) {
 		list = append(list, addon{MetricsServer, metricsServer})
 	}
 
@@ -313,7 +313,7 @@ type imageRef struct {
 // image resolves an image: container_infra_prefix replaces the repository of every image (as the
 // anchors do: <prefix><name>:<tag>), so an air-gapped cloud mirrors them under one path.
 func (in Input) image(ref imageRef, tag string) string {
-	if p := strings.TrimSpace(in.Labels["container_infra_prefix"]); p != "" {
+	if p := strings.TrimSpace(in.Labels[templates.LabelContainerInfraPrefix]); p != "" {
 		return strings.TrimSuffix(p, "/") + "/" + ref.name + ":" + tag
 	}
 	return ref.repo + "/" + ref.name + ":" + tag

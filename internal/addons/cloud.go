@@ -89,13 +89,13 @@ func cloudConf(in Input, a cloudAuth) string {
 		fmt.Fprintf(&b, "ca-file=%s\n", iniQuote(cloudConfigDir+"/ca.crt"))
 	}
 	b.WriteString("\n[LoadBalancer]\n")
-	if p := templates.LabelValue(in.Labels, "octavia_provider"); p != "" {
+	if p := templates.LabelValue(in.Labels, templates.LabelOctaviaProvider); p != "" {
 		fmt.Fprintf(&b, "lb-provider=%s\n", iniQuote(p))
 	}
-	if alg := templates.LabelValue(in.Labels, "octavia_lb_algorithm"); alg != "" {
+	if alg := templates.LabelValue(in.Labels, templates.LabelOctaviaLBAlgorithm); alg != "" {
 		fmt.Fprintf(&b, "lb-method=%s\n", iniQuote(alg))
 	}
-	fmt.Fprintf(&b, "create-monitor=%t\n", templates.LabelEnabled(in.Labels, "octavia_lb_healthcheck"))
+	fmt.Fprintf(&b, "create-monitor=%t\n", templates.LabelEnabled(in.Labels, templates.LabelOctaviaLBHealthcheck))
 	b.WriteString("\n[BlockStorage]\nignore-volume-az=true\n")
 	return b.String()
 }
@@ -256,8 +256,8 @@ const DefaultStorageClass = "cinder"
 // defaultStorageClass is the cluster's default class on Cinder; WaitForFirstConsumer (the default of
 // csi_cinder_volume_binding_mode) creates the volume in the zone the pod lands in.
 func defaultStorageClass(in Input) *storagev1.StorageClass {
-	params := map[string]string{"csi.storage.k8s.io/fstype": templates.LabelValue(in.Labels, "csi_cinder_fstype")}
-	if az := strings.TrimSpace(in.Labels["csi_cinder_availability_zone"]); az != "" {
+	params := map[string]string{"csi.storage.k8s.io/fstype": templates.LabelValue(in.Labels, templates.LabelCSICinderFstype)}
+	if az := strings.TrimSpace(in.Labels[templates.LabelCSICinderAvailabilityZone]); az != "" {
 		params["availability"] = az
 	}
 	return &storagev1.StorageClass{TypeMeta: typeMeta("storage.k8s.io/v1", "StorageClass"),
@@ -265,9 +265,9 @@ func defaultStorageClass(in Input) *storagev1.StorageClass {
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
 		Provisioner:          CinderDriver,
 		Parameters:           params,
-		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimPolicy(templates.LabelValue(in.Labels, "csi_cinder_reclaim_policy"))),
-		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingMode(templates.LabelValue(in.Labels, "csi_cinder_volume_binding_mode"))),
-		AllowVolumeExpansion: ptr.To(templates.LabelEnabled(in.Labels, "csi_cinder_allow_volume_expansion")),
+		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimPolicy(templates.LabelValue(in.Labels, templates.LabelCSICinderReclaimPolicy))),
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingMode(templates.LabelValue(in.Labels, templates.LabelCSICinderVolumeBindingMode))),
+		AllowVolumeExpansion: ptr.To(templates.LabelEnabled(in.Labels, templates.LabelCSICinderAllowVolumeExpansion)),
 	}
 }
 

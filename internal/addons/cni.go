@@ -83,7 +83,7 @@ func calicoCRDs() []runtime.Object {
 }
 
 func calico(in Input, v versions) ([]runtime.Object, error) {
-	ipip := map[string]string{"Always": "Always", "CrossSubnet": "CrossSubnet", "Never": "Never", "Off": "Never"}[templates.LabelValue(in.Labels, "calico_ipv4pool_ipip")]
+	ipip := map[string]string{"Always": "Always", "CrossSubnet": "CrossSubnet", "Never": "Never", "Off": "Never"}[templates.LabelValue(in.Labels, templates.LabelCalicoIPv4PoolIPIP)]
 	if ipip == "" {
 		ipip = "Never"
 	}
@@ -200,7 +200,7 @@ func cilium(in Input, v versions) ([]runtime.Object, error) {
 
 func flannel(in Input, v versions) ([]runtime.Object, error) {
 	const ns = "kube-flannel"
-	backend := templates.LabelValue(in.Labels, "flannel_backend")
+	backend := templates.LabelValue(in.Labels, templates.LabelFlannelBackend)
 	netConf := fmt.Sprintf(`{"Network":%q,"EnableNFTables":false,"Backend":{"Type":%q}}`, in.PodCIDR, backend)
 	cniConf := `{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true,"isDefaultGateway":true}},` +
 		`{"type":"portmap","capabilities":{"portMappings":true}}]}`

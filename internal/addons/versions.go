@@ -61,12 +61,12 @@ type versions map[string]string
 
 // tagLabels name the label that overrides each component's tag.
 var tagLabels = map[string]string{
-	"calico": "calico_tag", "cilium": "cilium_tag", "flannel": "flannel_tag", "flannel-cni-plugin": "flannel_cni_tag",
-	"csi-attacher": "csi_attacher_tag", "csi-provisioner": "csi_provisioner_tag", "csi-snapshotter": "csi_snapshotter_tag",
-	"csi-resizer": "csi_resizer_tag", "csi-node-driver-registrar": "csi_node_driver_registrar_tag",
-	"livenessprobe":            "csi_liveness_probe_tag",
-	"cloud-controller-manager": "cloud_provider_tag", "cinder-csi-plugin": "cinder_csi_plugin_tag",
-	"k8s-keystone-auth": "k8s_keystone_auth_tag",
+	"calico": templates.LabelCalicoTag, "cilium": templates.LabelCiliumTag, "flannel": templates.LabelFlannelTag, "flannel-cni-plugin": templates.LabelFlannelCNITag,
+	"csi-attacher": templates.LabelCSIAttacherTag, "csi-provisioner": templates.LabelCSIProvisionerTag, "csi-snapshotter": templates.LabelCSISnapshotterTag,
+	"csi-resizer": templates.LabelCSIResizerTag, "csi-node-driver-registrar": templates.LabelCSINodeDriverRegistrarTag,
+	"livenessprobe":            templates.LabelCSILivenessProbeTag,
+	"cloud-controller-manager": templates.LabelCloudProviderTag, "cinder-csi-plugin": templates.LabelCinderCSIPluginTag,
+	"k8s-keystone-auth": templates.LabelK8sKeystoneAuthTag,
 }
 
 // KubernetesVersions are the Kubernetes minors the add-on table has releases for. The bridge builds
@@ -83,10 +83,11 @@ func SupportedKubernetesVersions() templates.VersionRange {
 
 // CloudProviderRelease is the cloud-provider-openstack release the bridge pairs with a Kubernetes version.
 func CloudProviderRelease(kubernetesVersion string) (string, error) {
-	_, minor, _, err := templates.ParseVersion(kubernetesVersion)
+	v, err := templates.ParseVersion(kubernetesVersion)
 	if err != nil {
 		return "", err
 	}
+	minor := int(v.Minor())
 	if minor < oldestCloudProviderMinor {
 		return "", fmt.Errorf("Kubernetes %s is older than any cloud-provider-openstack release the bridge knows (1.%d); set cloud_provider_tag", kubernetesVersion, oldestCloudProviderMinor)
 	}
@@ -99,7 +100,7 @@ func resolveVersions(in Input) (versions, error) {
 		v[k] = d
 	}
 	cp, err := CloudProviderRelease(in.KubernetesVersion)
-	if err != nil && in.Cloud != nil && strings.TrimSpace(in.Labels["cloud_provider_tag"]) == "" {
+	if err != nil && in.Cloud != nil && strings.TrimSpace(in.Labels[templates.LabelCloudProviderTag]) == "" {
 		return nil, err
 	}
 	for _, k := range []string{"cloud-controller-manager", "cinder-csi-plugin", "k8s-keystone-auth"} {

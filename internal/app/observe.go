@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,7 +76,7 @@ func (s *observedStore) GetCluster(ctx context.Context, uuid string) (*magnum.Cl
 	cl, err := s.Store.GetCluster(ctx, uuid)
 	if err == nil {
 		// An operation another replica started: timed from the row's last write.
-		if st := string(cl.Status.Or("")); strings.HasSuffix(st, "_IN_PROGRESS") {
+		if st := string(cl.Status.Or("")); cl.Status.Or("").IsInProgress() {
 			since := cl.UpdatedAt.Or(cl.CreatedAt.Or(s.now()))
 			if notify.ActionOf(st) == notify.ActionCreate {
 				since = cl.CreatedAt.Or(since)
@@ -108,6 +107,7 @@ func (s *observedStore) UpdateCluster(ctx context.Context, uuid string, u conduc
 		return err
 	}
 	status := string(*u.Status)
+	st := *u.Status
 	action := notify.ActionOf(status)
 	now := s.now()
 	if transition, fromSync := transitionFrom(ctx); fromSync {
@@ -119,15 +119,15 @@ func (s *observedStore) UpdateCluster(ctx context.Context, uuid string, u conduc
 	}
 	var outcome string
 	switch {
-	case strings.HasSuffix(status, "_IN_PROGRESS"):
+	case st.IsInProgress():
 		s.ops.start(uuid, action, now)
 		outcome = notify.OutcomePending
-	case strings.HasSuffix(status, "_COMPLETE"), strings.HasSuffix(status, "_FAILED"):
+	case st.IsComplete(), st.IsFailed():
 		if kind, d, ok := s.ops.finish(uuid, now); ok {
 			s.metrics.Operation(kind, status, d)
 		}
 		outcome = notify.OutcomeSuccess
-		if strings.HasSuffix(status, "_FAILED") {
+		if st.IsFailed() {
 			outcome = notify.OutcomeFailure
 		}
 	}
@@ -162,13 +162,13 @@ func (s *observedStore) DeleteCluster(ctx context.Context, uuid string) error {
 		return err
 	}
 	if kind, d, ok := s.ops.finish(uuid, s.now()); ok {
-		s.metrics.Operation(kind, "DELETE_COMPLETE", d)
+		s.metrics.Operation(kind, string(magnum.StatusDeleteComplete), d)
 	}
 	if _, fromSync := transitionFrom(ctx); fromSync {
-		s.metrics.StatusWritten("DELETE_COMPLETE", -1)
+		s.metrics.StatusWritten(string(magnum.StatusDeleteComplete), -1)
 	}
 	if cl != nil {
-		cl.Status.Set("DELETE_COMPLETE")
+		cl.Status.Set(magnum.StatusDeleteComplete)
 		// Magnum's periodic sync notifies the end of a delete as its admin context.
 		s.notes.ClusterOperation(ctx, nil, notify.ActionDelete, notify.OutcomeSuccess, cl, groups)
 	}

@@ -244,7 +244,7 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 			Reason: fmt.Sprintf("must hold the default infrastructure %q", b.Flavor)}
 	}
 	b.DefaultKubernetesVersion = f.String(bridgeSection, "default_kubernetes_version", "v1.36.3")
-	if _, _, _, err := templates.ParseVersion(b.DefaultKubernetesVersion); err != nil {
+	if _, err := templates.ParseVersion(b.DefaultKubernetesVersion); err != nil {
 		return nil, &config.Error{Section: bridgeSection, Key: "default_kubernetes_version", Reason: err.Error()}
 	}
 	b.KubernetesVersions = addons.SupportedKubernetesVersions()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"strings"
 	"sync"
 	"testing"
@@ -96,9 +97,9 @@ func TestApplyWatchDelete(t *testing.T) {
 	}
 	r, err := templates.Render(in)
 	require.NoError(t, err)
-	sink := &recordingSink{uuid: in.Cluster.UUID, cur: Current{Status: CreateInProgress, CreatedAt: time.Now(), CreateTimeout: time.Hour,
-		NodeGroups: []NodeGroupState{{UUID: in.NodeGroups[0].UUID, Role: "master", Status: CreateInProgress, NodeCount: 1},
-			{UUID: in.NodeGroups[1].UUID, Role: "worker", Status: CreateInProgress, NodeCount: 1}}}, gone: make(chan string, 1)}
+	sink := &recordingSink{uuid: in.Cluster.UUID, cur: Current{Status: magnum.StatusCreateInProgress, CreatedAt: time.Now(), CreateTimeout: time.Hour,
+		NodeGroups: []NodeGroupState{{UUID: in.NodeGroups[0].UUID, Role: "master", Status: magnum.StatusCreateInProgress, NodeCount: 1},
+			{UUID: in.NodeGroups[1].UUID, Role: "worker", Status: magnum.StatusCreateInProgress, NodeCount: 1}}}, gone: make(chan string, 1)}
 	require.NoError(t, mgr.Watch(sink))
 	go func() { _ = mgr.Start(ctx) }()
 
@@ -120,8 +121,8 @@ func TestApplyWatchDelete(t *testing.T) {
 
 	for {
 		d, n := sink.decision()
-		if d.Status == CreateComplete {
-			require.Equal(t, Healthy, d.Health)
+		if d.Status == magnum.StatusCreateComplete {
+			require.Equal(t, magnum.HealthHealthy, d.Health)
 			require.Regexp(t, `^https://127\.0\.0\.1:\d+$`, d.APIAddress)
 			require.Equal(t, "v1.36.3", d.COEVersion)
 			t.Logf("CREATE_COMPLETE after %d observations", n)

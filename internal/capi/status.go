@@ -12,28 +12,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
-)
-
-// Magnum status values this package produces.
-const (
-	CreateInProgress = "CREATE_IN_PROGRESS"
-	CreateComplete   = "CREATE_COMPLETE"
-	CreateFailed     = "CREATE_FAILED"
-	UpdateInProgress = "UPDATE_IN_PROGRESS"
-	UpdateComplete   = "UPDATE_COMPLETE"
-	UpdateFailed     = "UPDATE_FAILED"
-	DeleteInProgress = "DELETE_IN_PROGRESS"
-	DeleteFailed     = "DELETE_FAILED"
-
-	Healthy   = "HEALTHY"
-	Unhealthy = "UNHEALTHY"
-	Unknown   = "UNKNOWN"
 )
 
 // Observation is what Cluster API says about one cluster.
@@ -52,7 +38,7 @@ type Observation struct {
 
 // Current is the Magnum side as stored.
 type Current struct {
-	Status string
+	Status magnum.ClusterStatus
 	// StatusReason is the stored reason: a *_FAILED reason stays until the next operation.
 	StatusReason string
 	// Version is the Kubernetes version Magnum asked for (template and labels); empty: not checked.
@@ -71,7 +57,7 @@ type NodeGroupState struct {
 	UUID          string
 	Name          string
 	Role          string
-	Status        string
+	Status        magnum.ClusterStatus
 	StatusReason  string
 	NodeCount     int
 	NodeAddresses []string
@@ -83,29 +69,15 @@ type NodeGroupState struct {
 
 // Decision is the Magnum state the observation implies.
 type Decision struct {
-	Status       string
+	Status       magnum.ClusterStatus
 	StatusReason string
 	APIAddress   string
 	COEVersion   string
-	Health       string
+	Health       magnum.HealthStatus
 	HealthReason map[string]string
 	NodeGroups   []NodeGroupState
 	// Terminal is true when the operation in progress has ended (completed or failed).
 	Terminal bool
-}
-
-func condition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-func isTrue(conds []metav1.Condition, t string) bool {
-	c := condition(conds, t)
-	return c != nil && c.Status == metav1.ConditionTrue
 }
 
 func i32(p *int32) int {
@@ -127,52 +99,56 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 	}
 	d.COEVersion = c.Spec.Topology.Version
 	d.Health, d.HealthReason = health(c)
-	if cur.Status == CreateInProgress && d.Health == Unhealthy {
+	if cur.Status == magnum.StatusCreateInProgress && d.Health == magnum.HealthUnhealthy {
 		// A cluster still being built is not unhealthy, just not known to be healthy yet.
-		d.Health = Unknown
+		d.Health = magnum.HealthUnknown
 	}
 	d.NodeGroups = nodeGroups(cur, obs)
 
-	available := isTrue(c.Status.Conditions, clusterv1.AvailableCondition)
+	available := meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.AvailableCondition)
 	addonsDone, _ := addonsApplied(obs)
 	settled := available && !rollingOut(obs) && reflectsDesired(cur, obs) && addonsDone
+	// The statuses an operation ends in come from Magnum's transition table; what ends it differs:
+	// a create has its create_timeout, an update and a delete the deadline the conductor passes in,
+	// and a delete completes only when the CAPI Cluster is gone (the watch reports that).
+	op, _ := magnum.Outcome(cur.Status)
 	switch cur.Status {
-	case CreateInProgress:
+	case magnum.StatusCreateInProgress:
 		switch {
 		case settled:
-			d.Status, d.StatusReason, d.Terminal = CreateComplete, "", true
-			setGroupStatus(&d, CreateComplete)
+			d.Status, d.StatusReason, d.Terminal = op.Complete, "", true
+			setGroupStatus(&d, op, op.Complete)
 		case cur.CreateTimeout > 0 && !cur.CreatedAt.IsZero() && now.After(cur.CreatedAt.Add(cur.CreateTimeout)):
-			d.Status, d.Terminal = CreateFailed, true
+			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster did not become available within its create_timeout of %s: %s",
 				cur.CreateTimeout, RootCause(obs))
-			setGroupStatus(&d, CreateFailed, RootCause(obs))
+			setGroupStatus(&d, op, op.Failed, RootCause(obs))
 		default:
 			d.StatusReason = Progress(obs)
 		}
-	case UpdateInProgress:
+	case magnum.StatusUpdateInProgress:
 		switch {
 		case settled:
-			d.Status, d.StatusReason, d.Terminal = UpdateComplete, "", true
+			d.Status, d.StatusReason, d.Terminal = op.Complete, "", true
 		case pastDeadline(cur, now):
-			d.Status, d.Terminal = UpdateFailed, true
+			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster API did not converge within the %s: %s; %s", cur.DeadlineName, RootCause(obs), Progress(obs))
-			failGroups(&d, d.StatusReason, "CREATE_", "UPDATE_")
+			failGroups(&d, d.StatusReason, magnum.StatusCreateInProgress, magnum.StatusUpdateInProgress)
 		default:
 			d.StatusReason = Progress(obs)
 		}
-	case DeleteInProgress:
+	case magnum.StatusDeleteInProgress:
 		if pastDeadline(cur, now) {
-			d.Status, d.Terminal = DeleteFailed, true
+			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster API did not finish deleting the cluster within the %s: %s", cur.DeadlineName, RootCause(obs))
-			failGroups(&d, d.StatusReason, "DELETE_")
+			failGroups(&d, d.StatusReason, magnum.StatusDeleteInProgress)
 		}
 	}
 	// A node group that was being resized or created is done when its machines are.
 	for i := range d.NodeGroups {
 		g := &d.NodeGroups[i]
-		if settled && (g.Status == UpdateInProgress || (g.Status == CreateInProgress && cur.Status != CreateInProgress)) {
-			g.Status = strings.Replace(g.Status, "IN_PROGRESS", "COMPLETE", 1)
+		if settled && (g.Status == magnum.StatusUpdateInProgress || (g.Status == magnum.StatusCreateInProgress && cur.Status != magnum.StatusCreateInProgress)) {
+			g.Status = magnum.CompleteOf(g.Status)
 			g.StatusReason = ""
 		}
 	}
@@ -183,24 +159,23 @@ func pastDeadline(cur Current, now time.Time) bool {
 	return !cur.Deadline.IsZero() && now.After(cur.Deadline)
 }
 
-// failGroups fails the node groups an operation was changing (statuses with one of the prefixes,
-// still in progress).
-func failGroups(d *Decision, reason string, prefixes ...string) {
+// failGroups fails the node groups an operation was changing: those in one of the in-progress
+// statuses.
+func failGroups(d *Decision, reason string, inProgress ...magnum.ClusterStatus) {
 	for i := range d.NodeGroups {
 		g := &d.NodeGroups[i]
-		for _, p := range prefixes {
-			if strings.HasPrefix(g.Status, p) && strings.HasSuffix(g.Status, "_IN_PROGRESS") {
-				g.Status = strings.Replace(g.Status, "IN_PROGRESS", "FAILED", 1)
-				g.StatusReason = reason
-				g.Gone = false
-			}
+		if magnum.StatusIn(g.Status, inProgress) {
+			g.Status = magnum.FailedOf(g.Status)
+			g.StatusReason = reason
+			g.Gone = false
 		}
 	}
 }
 
-func setGroupStatus(d *Decision, status string, reason ...string) {
+// setGroupStatus ends the node groups in any status of the operation's row.
+func setGroupStatus(d *Decision, op magnum.Transition, status magnum.ClusterStatus, reason ...string) {
 	for i := range d.NodeGroups {
-		if strings.HasPrefix(d.NodeGroups[i].Status, "CREATE_") {
+		if op.Writes(d.NodeGroups[i].Status) {
 			d.NodeGroups[i].Status = status
 			d.NodeGroups[i].StatusReason = strings.Join(reason, "")
 		}
@@ -213,7 +188,7 @@ func setGroupStatus(d *Decision, status string, reason ...string) {
 // settled before CAPI even started on it.
 func reflectsDesired(cur Current, obs Observation) bool {
 	c := obs.Cluster
-	if c.Status.ObservedGeneration < c.Generation || !isTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+	if c.Status.ObservedGeneration < c.Generation || !meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
 		return false
 	}
 	// The watch's cache may still hold the Cluster as it was before the bridge's last apply.
@@ -224,7 +199,7 @@ func reflectsDesired(cur Current, obs Observation) bool {
 	// upgrade or resize rolling machines over is not done while an old or surplus machine remains.
 	want := 0
 	for _, g := range cur.NodeGroups {
-		if !strings.HasPrefix(g.Status, "DELETE_") && !g.Autoscaled {
+		if !magnum.Deleting(g.Status) && !g.Autoscaled {
 			want += g.NodeCount
 		}
 	}
@@ -255,7 +230,7 @@ func reflectsDesired(cur Current, obs Observation) bool {
 			continue
 		}
 		md, ok := mds[g.UUID]
-		if strings.HasPrefix(g.Status, "DELETE_") {
+		if magnum.Deleting(g.Status) {
 			if ok {
 				return false
 			}
@@ -288,7 +263,7 @@ func controlPlaneConverged(c *clusterv1.Cluster, machines []clusterv1.Machine, w
 		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
 			continue
 		}
-		if !isTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
+		if !meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
 			return false
 		}
 		n++
@@ -309,7 +284,7 @@ func anyAutoscaled(cur Current) bool {
 func rollingOut(obs Observation) bool {
 	c := obs.Cluster
 	for _, t := range []string{clusterv1.ScalingUpCondition, clusterv1.ScalingDownCondition, clusterv1.RollingOutCondition} {
-		if isTrue(c.Status.Conditions, t) {
+		if meta.IsStatusConditionTrue(c.Status.Conditions, t) {
 			return true
 		}
 	}
@@ -366,7 +341,7 @@ const noCause = "no failing condition reported"
 // RootCause picks the most specific failing condition a tenant can act on: a machine's own problem
 // before the summaries built from it, infrastructure before control plane before workers.
 func RootCause(obs Observation) string {
-	if c := obs.Cluster; c != nil && ((c.Spec.Paused != nil && *c.Spec.Paused) || isTrue(c.Status.Conditions, clusterv1.PausedCondition)) {
+	if c := obs.Cluster; c != nil && ((c.Spec.Paused != nil && *c.Spec.Paused) || meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.PausedCondition)) {
 		return "Paused: Cluster API does not reconcile the cluster while it is paused (ask your cloud operator)"
 	}
 	machines := append([]clusterv1.Machine(nil), obs.Machines...)
@@ -388,7 +363,7 @@ func RootCause(obs Observation) string {
 	// condition (for OpenStack, CAPO's server id in the providerID the Node would carry).
 	var noNode []string
 	for _, m := range machines {
-		if m.DeletionTimestamp == nil && m.Status.NodeRef.Name == "" && isTrue(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition) {
+		if m.DeletionTimestamp == nil && m.Status.NodeRef.Name == "" && meta.IsStatusConditionTrue(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition) {
 			noNode = append(noNode, m.Name)
 		}
 	}
@@ -399,7 +374,7 @@ func RootCause(obs Observation) string {
 	})
 	for _, m := range machines {
 		for _, t := range []string{clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineBootstrapConfigReadyCondition, clusterv1.MachineNodeReadyCondition} {
-			if c := condition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+			if c := meta.FindStatusCondition(m.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 				cause := fmt.Sprintf("machine %s: %s: %s", m.Name, t, oneLine(c.Message))
 				if len(noNode) > 0 {
 					cause = fmt.Sprintf("machines provisioned without a node: %s; %s", strings.Join(noNode, ", "), cause)
@@ -412,12 +387,12 @@ func RootCause(obs Observation) string {
 		return "machines provisioned without a node: " + strings.Join(noNode, ", ")
 	}
 	if obs.Cluster != nil {
-		if done, why := addonsApplied(obs); !done && isTrue(obs.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
+		if done, why := addonsApplied(obs); !done && meta.IsStatusConditionTrue(obs.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
 			return why
 		}
 		for _, t := range []string{clusterv1.ClusterInfrastructureReadyCondition, clusterv1.ClusterControlPlaneAvailableCondition,
 			clusterv1.ClusterWorkersAvailableCondition, clusterv1.ClusterRemoteConnectionProbeCondition, clusterv1.ClusterTopologyReconciledCondition} {
-			if c := condition(obs.Cluster.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+			if c := meta.FindStatusCondition(obs.Cluster.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 				return fmt.Sprintf("%s: %s", t, oneLine(c.Message))
 			}
 		}
@@ -442,7 +417,7 @@ func oneLine(s string) string {
 
 // health follows the cluster's Available condition; the reason names each summary, like the
 // capi-helm driver's keys, so existing tooling keeps working.
-func health(c *clusterv1.Cluster) (string, map[string]string) {
+func health(c *clusterv1.Cluster) (magnum.HealthStatus, map[string]string) {
 	reason := map[string]string{}
 	keys := map[string]string{
 		"cluster":        clusterv1.AvailableCondition,
@@ -451,7 +426,7 @@ func health(c *clusterv1.Cluster) (string, map[string]string) {
 		"nodegroup":      clusterv1.ClusterWorkersAvailableCondition,
 	}
 	for k, t := range keys {
-		cond := condition(c.Status.Conditions, t)
+		cond := meta.FindStatusCondition(c.Status.Conditions, t)
 		switch {
 		case cond == nil:
 			reason[k] = "Unknown"
@@ -461,14 +436,14 @@ func health(c *clusterv1.Cluster) (string, map[string]string) {
 			reason[k] = strings.TrimSpace(string(cond.Status) + ": " + oneLine(cond.Message))
 		}
 	}
-	cond := condition(c.Status.Conditions, clusterv1.AvailableCondition)
+	cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1.AvailableCondition)
 	switch {
 	case cond == nil || cond.Status == metav1.ConditionUnknown:
-		return Unknown, reason
+		return magnum.HealthUnknown, reason
 	case cond.Status == metav1.ConditionTrue:
-		return Healthy, reason
+		return magnum.HealthHealthy, reason
 	}
-	return Unhealthy, reason
+	return magnum.HealthUnhealthy, reason
 }
 
 // nodeGroups carries addresses and machine counts over to the stored node groups.
@@ -497,7 +472,7 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 	for _, m := range obs.Machines {
 		hasMachines[m.Labels[templates.LabelNodeGroupUUID]] = true
 	}
-	complete := strings.HasSuffix(cur.Status, "_COMPLETE")
+	complete := cur.Status.IsComplete()
 	out := make([]NodeGroupState, len(cur.NodeGroups))
 	for i, g := range cur.NodeGroups {
 		out[i] = g
@@ -506,13 +481,13 @@ func nodeGroups(cur Current, obs Observation) []NodeGroupState {
 			continue
 		}
 		out[i].NodeAddresses = sorted(byNG[g.UUID])
-		if strings.HasPrefix(g.Status, "DELETE_") {
+		if magnum.Deleting(g.Status) {
 			out[i].Gone = !hasMD[g.UUID] && !hasMachines[g.UUID]
 			continue
 		}
 		// Replica changes made outside Magnum (the autoscaler) show in node_count at once; while an
 		// operation of Magnum's own runs, the stored count is the goal and CAPI is catching up to it.
-		if n, ok := mdReplicas[g.UUID]; ok && complete && strings.HasSuffix(g.Status, "_COMPLETE") {
+		if n, ok := mdReplicas[g.UUID]; ok && complete && g.Status.IsComplete() {
 			out[i].NodeCount = n
 		}
 	}
@@ -574,7 +549,7 @@ func addonsApplied(obs Observation) (done bool, why string) {
 		}
 	}
 	if s := obs.AddonSet; s != nil {
-		if c := condition(s.Status.Conditions, addonsv1.ClusterResourceSetResourcesAppliedCondition); c != nil &&
+		if c := meta.FindStatusCondition(s.Status.Conditions, addonsv1.ClusterResourceSetResourcesAppliedCondition); c != nil &&
 			c.Status == metav1.ConditionFalse && c.Message != "" {
 			return false, fmt.Sprintf("add-ons (ClusterResourceSet %s) not applied: %s", name, oneLine(c.Message))
 		}

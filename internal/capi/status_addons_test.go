@@ -1,6 +1,7 @@
 package capi
 
 import (
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"testing"
 	"time"
 
@@ -42,24 +43,24 @@ func TestCreateWaitsForItsAddons(t *testing.T) {
 		name       string
 		obs        func(Observation) Observation
 		now        time.Time
-		wantStatus string
+		wantStatus magnum.ClusterStatus
 		wantReason string
 	}{
-		{"no binding yet", func(o Observation) Observation { return o }, early, CreateInProgress, "add-ons (ClusterResourceSet demo-0a1b2c3d-addons) not applied yet"},
-		{"binding of another set", func(o Observation) Observation { o.AddonBinding = binding("other", true); return o }, early, CreateInProgress, "not applied yet"},
-		{"not applied", func(o Observation) Observation { o.AddonBinding = binding("demo-0a1b2c3d-addons", false); return o }, early, CreateInProgress, "not applied yet"},
-		{"applied", func(o Observation) Observation { o.AddonBinding = binding("demo-0a1b2c3d-addons", true); return o }, early, CreateComplete, ""},
+		{"no binding yet", func(o Observation) Observation { return o }, early, magnum.StatusCreateInProgress, "add-ons (ClusterResourceSet demo-0a1b2c3d-addons) not applied yet"},
+		{"binding of another set", func(o Observation) Observation { o.AddonBinding = binding("other", true); return o }, early, magnum.StatusCreateInProgress, "not applied yet"},
+		{"not applied", func(o Observation) Observation { o.AddonBinding = binding("demo-0a1b2c3d-addons", false); return o }, early, magnum.StatusCreateInProgress, "not applied yet"},
+		{"applied", func(o Observation) Observation { o.AddonBinding = binding("demo-0a1b2c3d-addons", true); return o }, early, magnum.StatusCreateComplete, ""},
 		{"failed, at the timeout", func(o Observation) Observation {
 			o.AddonBinding, o.AddonSet = binding("demo-0a1b2c3d-addons", false), failedSet
 			return o
-		}, late, CreateFailed, "add-ons (ClusterResourceSet demo-0a1b2c3d-addons) not applied: failed to create object apps/v1, Kind=Deployment kube-system/metrics-server: boom"},
+		}, late, magnum.StatusCreateFailed, "add-ons (ClusterResourceSet demo-0a1b2c3d-addons) not applied: failed to create object apps/v1, Kind=Deployment kube-system/metrics-server: boom"},
 		{"a cluster without an add-on set completes as before", func(o Observation) Observation {
 			o.Cluster.Annotations = nil
 			return o
-		}, early, CreateComplete, ""},
+		}, early, magnum.StatusCreateComplete, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Decide(current(CreateInProgress), tc.obs(converged()), tc.now)
+			d := Decide(current(magnum.StatusCreateInProgress), tc.obs(converged()), tc.now)
 			require.Equal(t, tc.wantStatus, d.Status)
 			require.Contains(t, d.StatusReason, tc.wantReason)
 		})

@@ -1,6 +1,7 @@
 package capi
 
 import (
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"testing"
 	"time"
 
@@ -33,9 +34,9 @@ func machine(name string, controlPlane, ready bool) clusterv1.Machine {
 // `coe cluster resize C 3 --nodegroup default-master`): the topology already says 3 and the
 // Cluster's copied control-plane status still says 1 of 1, as seen live 7 s after the apply.
 func controlPlaneResize(machines ...clusterv1.Machine) (Current, Observation) {
-	cur := current(UpdateInProgress)
-	cur.NodeGroups[0].NodeCount, cur.NodeGroups[0].Status = 3, UpdateInProgress
-	cur.NodeGroups[1].Status = UpdateComplete
+	cur := current(magnum.StatusUpdateInProgress)
+	cur.NodeGroups[0].NodeCount, cur.NodeGroups[0].Status = 3, magnum.StatusUpdateInProgress
+	cur.NodeGroups[1].Status = magnum.StatusUpdateComplete
 	c := cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))
 	c.Spec.Topology.ControlPlane.Replicas = ptr.To[int32](3)
 	c.Status.Workers.ReadyReplicas, c.Status.Workers.AvailableReplicas = ptr.To[int32](2), ptr.To[int32](2)
@@ -49,26 +50,26 @@ func TestControlPlaneResizeIsNotCompleteWhileMachinesAreMissing(t *testing.T) {
 	// The stale status of the issue: one ready control-plane machine, a second one provisioning.
 	cur, obs := controlPlaneResize(append(workers, machine("cp-1", true, true), machine("cp-2", true, false))...)
 	d := Decide(cur, obs, now)
-	require.Equal(t, UpdateInProgress, d.Status, "1 of 3 control-plane machines ready is not converged")
+	require.Equal(t, magnum.StatusUpdateInProgress, d.Status, "1 of 3 control-plane machines ready is not converged")
 
 	// Three machines, all ready, but KCP's status (copied to the Cluster) still lags.
 	cur, obs = controlPlaneResize(append(workers, machine("cp-1", true, true), machine("cp-2", true, true), machine("cp-3", true, true))...)
-	require.Equal(t, UpdateInProgress, Decide(cur, obs, now).Status, "the control plane's own status must agree")
+	require.Equal(t, magnum.StatusUpdateInProgress, Decide(cur, obs, now).Status, "the control plane's own status must agree")
 
 	// Everything agrees: complete.
 	obs.Cluster.Status.ControlPlane = &clusterv1.ClusterControlPlaneStatus{DesiredReplicas: ptr.To[int32](3), Replicas: ptr.To[int32](3),
 		ReadyReplicas: ptr.To[int32](3), AvailableReplicas: ptr.To[int32](3), UpToDateReplicas: ptr.To[int32](3)}
 	d = Decide(cur, obs, now)
-	require.Equal(t, UpdateComplete, d.Status)
-	require.Equal(t, UpdateComplete, d.NodeGroups[0].Status)
+	require.Equal(t, magnum.StatusUpdateComplete, d.Status)
+	require.Equal(t, magnum.StatusUpdateComplete, d.NodeGroups[0].Status)
 
 	// One of them not ready: not complete.
 	obs.Machines[len(obs.Machines)-1] = machine("cp-3", true, false)
-	require.Equal(t, UpdateInProgress, Decide(cur, obs, now).Status)
+	require.Equal(t, magnum.StatusUpdateInProgress, Decide(cur, obs, now).Status)
 }
 
 func TestFailedReasonStaysAcrossLaterEvents(t *testing.T) {
-	for _, status := range []string{CreateFailed, UpdateFailed, DeleteFailed} {
+	for _, status := range []magnum.ClusterStatus{magnum.StatusCreateFailed, magnum.StatusUpdateFailed, magnum.StatusDeleteFailed} {
 		cur := current(status)
 		cur.StatusReason = "The update did not finish: machine m-1 failed"
 		obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""))}
@@ -80,38 +81,38 @@ func TestFailedReasonStaysAcrossLaterEvents(t *testing.T) {
 
 func TestUpdateThatNeverConvergesFailsAtItsDeadline(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cur := current(UpdateInProgress)
-	cur.NodeGroups[1].Status, cur.NodeGroups[1].NodeCount = UpdateInProgress, 3
+	cur := current(magnum.StatusUpdateInProgress)
+	cur.NodeGroups[1].Status, cur.NodeGroups[1].NodeCount = magnum.StatusUpdateInProgress, 3
 	cur.Deadline, cur.DeadlineName = start.Add(time.Hour), "update_timeout of 1h0m0s"
 	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionTrue, ""),
 		cond(clusterv1.ClusterWorkersAvailableCondition, metav1.ConditionFalse, "MachineDeployment default-worker: 2 of 3 available")),
 		MachineDeployments: []clusterv1.MachineDeployment{md(3, 2)}}
 
 	d := Decide(cur, obs, start.Add(59*time.Minute))
-	require.Equal(t, UpdateInProgress, d.Status)
+	require.Equal(t, magnum.StatusUpdateInProgress, d.Status)
 	require.False(t, d.Terminal)
 
 	d = Decide(cur, obs, start.Add(61*time.Minute))
-	require.Equal(t, UpdateFailed, d.Status)
+	require.Equal(t, magnum.StatusUpdateFailed, d.Status)
 	require.True(t, d.Terminal)
 	require.Contains(t, d.StatusReason, "update_timeout of 1h0m0s")
 	require.Contains(t, d.StatusReason, "WorkersAvailable: MachineDeployment default-worker: 2 of 3 available")
-	require.Equal(t, UpdateFailed, d.NodeGroups[1].Status, "the group being resized fails with the cluster")
+	require.Equal(t, magnum.StatusUpdateFailed, d.NodeGroups[1].Status, "the group being resized fails with the cluster")
 	require.Equal(t, d.StatusReason, d.NodeGroups[1].StatusReason)
 }
 
 func TestDeleteThatNeverFinishesFailsAtItsDeadline(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cur := current(DeleteInProgress)
+	cur := current(magnum.StatusDeleteInProgress)
 	for i := range cur.NodeGroups {
-		cur.NodeGroups[i].Status = DeleteInProgress
+		cur.NodeGroups[i].Status = magnum.StatusDeleteInProgress
 	}
 	cur.Deadline, cur.DeadlineName = start.Add(30*time.Minute), "delete_timeout of 30m0s"
 	c := cluster(cond(clusterv1.ClusterInfrastructureReadyCondition, metav1.ConditionFalse, "load balancer still being deleted"))
 	obs := Observation{Cluster: c}
-	require.Equal(t, DeleteInProgress, Decide(cur, obs, start.Add(29*time.Minute)).Status)
+	require.Equal(t, magnum.StatusDeleteInProgress, Decide(cur, obs, start.Add(29*time.Minute)).Status)
 	d := Decide(cur, obs, start.Add(31*time.Minute))
-	require.Equal(t, DeleteFailed, d.Status)
+	require.Equal(t, magnum.StatusDeleteFailed, d.Status)
 	require.Contains(t, d.StatusReason, "delete_timeout of 30m0s")
 	require.Contains(t, d.StatusReason, "load balancer still being deleted")
 }
@@ -126,7 +127,7 @@ func TestRootCauseNamesAPausedCluster(t *testing.T) {
 // its create_timeout naming every such machine and the first one's condition.
 func TestCreateTimeoutNamesTheMachinesWithoutANode(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cur := current(CreateInProgress)
+	cur := current(magnum.StatusCreateInProgress)
 	cur.CreatedAt, cur.CreateTimeout = start, 4*time.Minute
 	provisioned := func(name string, controlPlane bool) clusterv1.Machine {
 		m := machine(name, controlPlane, false)
@@ -142,9 +143,9 @@ func TestCreateTimeoutNamesTheMachinesWithoutANode(t *testing.T) {
 		cond(clusterv1.MachineBootstrapConfigReadyCondition, metav1.ConditionFalse, "Waiting for Cluster control plane to be initialized"))
 	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "")),
 		Machines: []clusterv1.Machine{pending, provisioned("c-md-b", false), joined, provisioned("c-cp-a", true)}}
-	require.Equal(t, CreateInProgress, Decide(cur, obs, start.Add(3*time.Minute)).Status)
+	require.Equal(t, magnum.StatusCreateInProgress, Decide(cur, obs, start.Add(3*time.Minute)).Status)
 	d := Decide(cur, obs, start.Add(5*time.Minute))
-	require.Equal(t, CreateFailed, d.Status)
+	require.Equal(t, magnum.StatusCreateFailed, d.Status)
 	require.Equal(t, "Cluster did not become available within its create_timeout of 4m0s: machines provisioned without a node: c-cp-a, c-md-b; "+
 		"machine c-cp-a: NodeReady: Waiting for a Node with spec.providerID openstack:///0b3c to exist", d.StatusReason)
 }
@@ -153,7 +154,7 @@ func TestCreateTimeoutNamesTheMachinesWithoutANode(t *testing.T) {
 // only wait.
 func TestCreateTimeoutNamesTheCloudsRefusal(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cur := current(CreateInProgress)
+	cur := current(magnum.StatusCreateInProgress)
 	cur.CreatedAt, cur.CreateTimeout = start, 2*time.Minute
 	waiting := machine("c-cp-a", true, false)
 	waiting.Status.Conditions = append(waiting.Status.Conditions, cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionFalse, "WaitingForBootstrapData"))
@@ -161,7 +162,7 @@ func TestCreateTimeoutNamesTheCloudsRefusal(t *testing.T) {
 	obs := Observation{Cluster: cluster(cond(clusterv1.AvailableCondition, metav1.ConditionFalse, "")),
 		Machines: []clusterv1.Machine{waiting}, CloudFailures: []string{quota, "OpenStackServer c-cp-b: other"}}
 	d := Decide(cur, obs, start.Add(3*time.Minute))
-	require.Equal(t, CreateFailed, d.Status)
+	require.Equal(t, magnum.StatusCreateFailed, d.Status)
 	require.Equal(t, "Cluster did not become available within its create_timeout of 2m0s: the cloud refused: "+quota+" (and 1 more)", d.StatusReason)
 	require.Contains(t, Decide(cur, obs, start.Add(time.Minute)).StatusReason, "Quota exceeded", "the progress reason shows it before the deadline")
 }

@@ -62,7 +62,7 @@ func TestUnknownNetworkDriverFailsTheCreate(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, h.settle(5))
 	cl := h.store.cluster(t, id)
-	require.Equal(t, CreateFailed, string(cl.Status.Or("")))
+	require.Equal(t, magnum.StatusCreateFailed, cl.Status.Or(""))
 	require.Contains(t, cl.StatusReason.Or(""), `network_driver "docker"`)
 }
 

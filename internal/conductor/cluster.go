@@ -18,8 +18,8 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// ClusterCreate implements cluster_create(cluster, master_count, node_count, create_timeout)
-// (magnum/conductor/handlers/cluster_conductor.py): the rows are inserted at once, so clients never
+// ClusterCreate implements cluster_create(cluster, master_count, node_count, create_timeout) as
+// Magnum's cluster conductor does: the rows are inserted at once, so clients never
 // see a 404 for an accepted cluster — a request refused after magnum-api's 202 still leaves a
 // CREATE_FAILED row with the reason, as Python's conductor does. The cluster's cloud credentials are
 // issued while the message is held (they need the request's token); the rest is the operation
@@ -100,7 +100,7 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		}
 	}
 	now := c.opts.Now().UTC()
-	cl.Status.Set(magnum.ClusterStatus(CreateInProgress))
+	cl.Status.Set(magnum.Transitions[magnum.OpClusterCreate].InProgress)
 	cl.StatusReason.SetNull()
 	cl.StackID.Set(templates.ClusterName(cl.Name.Or(""), id))
 	cl.CreateTimeout.Set(int64(timeout))
@@ -109,10 +109,10 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 	if refusal != nil {
 		// Recorded, not just refused: magnum-api already answered 202 and its clients poll the row.
 		reason := c.reasonFor(id, refusal)
-		cl.Status.Set(magnum.ClusterStatus(CreateFailed))
+		cl.Status.Set(magnum.Transitions[magnum.OpClusterCreate].Failed)
 		cl.StatusReason.Set(reason)
 		for _, g := range []*magnum.NodeGroup{master, worker} {
-			g.Status.Set(magnum.ClusterStatus(CreateFailed))
+			g.Status.Set(magnum.Transitions[magnum.OpClusterCreate].Failed)
 			g.StatusReason.Set(reason)
 		}
 	}
@@ -139,13 +139,13 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 // to the create's deadline and maxMessageHold), then hands the cluster to the driver.
 func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *rpc.Request) error {
 	id := cl.UUID.Or("")
-	if string(cl.Status.Or("")) != CreateInProgress {
+	if cl.Status.Or("") != magnum.StatusCreateInProgress {
 		c.log.InfoContext(ctx, "cluster_create: nothing to do", "cluster", id, "status", cl.Status.Or(""))
 		return nil
 	}
 	// The claim first: a delete handled meanwhile by another replica waits for it, so no
 	// credential is stored after that delete removed the cluster's.
-	claimed, err := c.claim(ctx, id, CreateInProgress)
+	claimed, err := c.claim(ctx, id, magnum.StatusCreateInProgress)
 	if err == nil && !claimed {
 		err = errClaimHeld
 	}
@@ -158,10 +158,10 @@ func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *r
 	}
 	err = unwrapRetry(err)
 	if permanent(err) {
-		return c.failOperation(ctx, cl, CreateInProgress, "", err)
+		return c.failOperation(ctx, cl, magnum.StatusCreateInProgress, "", err)
 	}
 	held := req.FirstAttempt.IsZero() || c.opts.Now().Sub(req.FirstAttempt) < maxMessageHold
-	if held && c.opts.Now().Before(c.deadline(cl, CreateInProgress)) {
+	if held && c.opts.Now().Before(c.deadline(cl, magnum.StatusCreateInProgress)) {
 		return rpc.Retry(err)
 	}
 	if errors.Is(err, errClaimHeld) {
@@ -169,7 +169,7 @@ func (c *Conductor) resumeCreate(ctx context.Context, cl *magnum.Cluster, req *r
 		c.log.WarnContext(ctx, "cluster_create: another replica holds the cluster's claim; leaving the create to it", "cluster", id)
 		return nil
 	}
-	return c.failOperation(ctx, cl, CreateInProgress, "could not issue the cluster's cloud credentials in time", err)
+	return c.failOperation(ctx, cl, magnum.StatusCreateInProgress, "could not issue the cluster's cloud credentials in time", err)
 }
 
 // ensureCreateCredentials is the part of a create that needs the requesting user: the project
@@ -203,15 +203,8 @@ func (c *Conductor) ensureCreateCredentials(ctx context.Context, cl *magnum.Clus
 	return g.Wait()
 }
 
-// Status values the conductor writes.
-const (
-	CreateInProgress = "CREATE_IN_PROGRESS"
-	CreateFailed     = "CREATE_FAILED"
-	DeleteInProgress = "DELETE_IN_PROGRESS"
-	DeleteFailed     = "DELETE_FAILED"
-)
-
-// defaultNodeGroups builds default-master and default-worker as Magnum's conductor/utils.py does.
+// defaultNodeGroups builds default-master and default-worker as Magnum's conductor does, so the
+// API shows the groups it would.
 func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters, workers int) (*magnum.NodeGroup, *magnum.NodeGroup) {
 	labels := dictMap(cl.Labels)
 	volume := cl.DockerVolumeSize
@@ -236,19 +229,19 @@ func defaultNodeGroups(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate, masters
 		ng.MinNodeCount.Set(0)
 		ng.NodeAddresses.Set([]string{})
 		ng.StackID.Set(cl.StackID.Or(""))
-		ng.Status.Set(magnum.ClusterStatus(CreateInProgress))
+		ng.Status.Set(magnum.Transitions[magnum.OpClusterCreate].NodeGroup)
 		ng.CreatedAt.Set(cl.CreatedAt.Or(time.Time{}))
 		return ng
 	}
 	master := mk("default-master", "master", masters, cmp.Or(cl.MasterFlavorID.Or(""), tmpl.MasterFlavorID.Or("")))
 	worker := mk("default-worker", "worker", workers, cmp.Or(cl.FlavorID.Or(""), tmpl.FlavorID.Or("")))
-	if v, ok := labels["min_node_count"]; ok {
+	if v, ok := labels[templates.LabelMinNodeCount]; ok {
 		var n int64
 		if _, err := fmt.Sscan(v, &n); err == nil {
 			worker.MinNodeCount.Set(n)
 		}
 	}
-	if v, ok := labels["max_node_count"]; ok {
+	if v, ok := labels[templates.LabelMaxNodeCount]; ok {
 		var n int64
 		if _, err := fmt.Sscan(v, &n); err == nil {
 			worker.MaxNodeCount.Set(n)
@@ -318,7 +311,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.kube.Apply(gctx, rendered.Cluster) })
 	g.Go(func() error {
-		return c.applyAddons(gctx, in, rendered, string(cl.Status.Or("")) != CreateInProgress)
+		return c.applyAddons(gctx, in, rendered, cl.Status.Or("") != magnum.StatusCreateInProgress)
 	})
 	err = g.Wait()
 	steps.mark("cluster+addons")
@@ -417,7 +410,7 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 		Upgrade:                  upgrade,
 	}
 	for _, g := range groups {
-		if strings.HasPrefix(string(g.Status.Or("")), "DELETE_") {
+		if magnum.Deleting(g.Status.Or("")) {
 			continue // a group being deleted leaves the topology; CAPI removes its machines
 		}
 		ng := templates.NodeGroup{
@@ -460,7 +453,7 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 	if err := authorize(req.Context, cl.ProjectID.Or("")); err != nil {
 		return nil, err
 	}
-	deleting := magnum.ClusterStatus(DeleteInProgress)
+	deleting := magnum.Transitions[magnum.OpClusterDelete].InProgress
 	empty := ""
 	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &deleting, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -510,7 +503,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 			return rpc.Retry(err)
 		}
 		reason := c.reasonFor(id, err)
-		failed := magnum.ClusterStatus(DeleteFailed)
+		failed := magnum.Transitions[magnum.OpClusterDelete].Failed
 		c.log.WarnContext(ctx, "cluster delete: credentials left in Keystone", "cluster", id, "error", err)
 		if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason}); err != nil {
 			return rpc.Retry(err)

@@ -107,7 +107,7 @@ func (c *Conductor) ensureCloudCredentials(ctx context.Context, caller *rpc.Cont
 		return err
 	}
 	if caller == nil || caller.AuthToken == "" {
-		if string(cl.Status.Or("")) != CreateInProgress {
+		if cl.Status.Or("") != magnum.StatusCreateInProgress {
 			// A day-2 change re-applies the topology without a user's token; a cluster that predates
 			// per-cluster credentials keeps running as it did. Rotation issues them.
 			c.log.WarnContext(ctx, "cluster has no cloud credential; `openstack coe credential rotate` issues one", "cluster", cl.UUID.Or(""))
@@ -192,7 +192,7 @@ func cloudTransient(err error) bool {
 // deleted, so the cluster never holds a credential that does not work. The cluster's status is left
 // alone: nothing about the cluster itself changes.
 func (c *Conductor) CredentialRotate(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Rotating the credential of a cluster", credentialRotatable, nil)
+	cl, err := c.loadForUpdate(ctx, req, "Rotating the credential of a cluster", magnum.OpCredentialRotate, nil)
 	if err != nil {
 		return nil, err
 	}

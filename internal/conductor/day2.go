@@ -11,44 +11,22 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// Day-2 operations (magnum/conductor/handlers/cluster_conductor.py and nodegroup_conductor.py):
-// each writes Magnum's synchronous state at once (the *_IN_PROGRESS statuses Terraform polls for),
-// re-renders the cluster and applies it; the watch moves the statuses on to *_COMPLETE.
-
-// Status sets from Magnum (spec §4.3).
-var (
-	completeStatuses = []magnum.ClusterStatus{"CREATE_COMPLETE", "UPDATE_COMPLETE", "RESUME_COMPLETE", "RESTORE_COMPLETE",
-		"ROLLBACK_COMPLETE", "SNAPSHOT_COMPLETE", "CHECK_COMPLETE", "ADOPT_COMPLETE"}
-	resizableStatuses  = append(append([]magnum.ClusterStatus{}, completeStatuses...), "UPDATE_FAILED", UpdateInProgress)
-	nodeGroupEditables = resizableStatuses
-)
-
-const (
-	UpdateInProgress = "UPDATE_IN_PROGRESS"
-	UpdateFailed     = "UPDATE_FAILED"
-)
-
-func statusIn(s magnum.ClusterStatus, set []magnum.ClusterStatus) bool {
-	for _, x := range set {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+// Day-2 operations, as Magnum's cluster and nodegroup conductors accept them (the guards are
+// magnum.Transitions): each writes Magnum's synchronous state at once (the *_IN_PROGRESS statuses
+// Terraform polls for), re-renders the cluster and applies it; the watch moves the statuses on.
 
 // loadForUpdate reads the stored cluster named by the "cluster" argument and checks the caller may
 // act on it and that its status allows the operation (Magnum's NotSupported otherwise). A cluster
 // already UPDATE_IN_PROGRESS is accepted when resumes says this request is the one that put it
 // there (a retry or redelivery after a partial attempt): the operation is resumed, not refused.
-func (c *Conductor) loadForUpdate(ctx context.Context, req *rpc.Request, operation string, allowed []magnum.ClusterStatus,
+func (c *Conductor) loadForUpdate(ctx context.Context, req *rpc.Request, operation string, op magnum.Operation,
 	resumes func(*magnum.Cluster) bool) (*magnum.Cluster, error) {
 	cl, err := c.clusterForCall(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	st := cl.Status.Or("")
-	if statusIn(st, allowed) || (st == UpdateInProgress && resumes != nil && resumes(cl)) {
+	if op.Allowed(st) || (st == magnum.StatusUpdateInProgress && resumes != nil && resumes(cl)) {
 		return cl, nil
 	}
 	return nil, magnum.NotSupported(fmt.Sprintf("%s when status is \"%s\"", operation, st))
@@ -60,10 +38,10 @@ func repeated(req *rpc.Request) bool { return req.Attempt > 1 || req.Redelivered
 // startUpdate records the operation — the cluster UPDATE_IN_PROGRESS, guarded on the status it was
 // read in, with extra columns in the same write — and hands the cluster to the operation driver.
 func (c *Conductor) startUpdate(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
-	st := magnum.ClusterStatus(UpdateInProgress)
+	st := magnum.StatusUpdateInProgress
 	empty := ""
 	extra.Status, extra.StatusReason = &st, &empty
-	extra.OnlyIfStatus = []magnum.ClusterStatus{cl.Status.Or(""), UpdateInProgress}
+	extra.OnlyIfStatus = []magnum.ClusterStatus{cl.Status.Or(""), magnum.StatusUpdateInProgress}
 	id := cl.UUID.Or("")
 	err := c.store.UpdateCluster(ctx, id, extra)
 	if errors.Is(err, ErrConflict) {
@@ -99,7 +77,7 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.loadForUpdate(ctx, req, "Updating a cluster", completeStatuses, func(cl *magnum.Cluster) bool {
+	cl, err := c.loadForUpdate(ctx, req, "Updating a cluster", magnum.OpClusterUpdate, func(cl *magnum.Cluster) bool {
 		// The stored worker already has this size, or this very request ran before.
 		w, err := c.defaultWorker(ctx, cl.UUID.Or(""))
 		return repeated(req) || (err == nil && count >= 0 && int64(count) == w.NodeCount.Or(0))
@@ -128,12 +106,12 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 	if count < 0 {
 		return nil, nil
 	}
-	partial := worker.Status.Or("") == UpdateInProgress || cl.Status.Or("") == UpdateInProgress
+	partial := worker.Status.Or("") == magnum.StatusUpdateInProgress || cl.Status.Or("") == magnum.StatusUpdateInProgress
 	if int64(count) == worker.NodeCount.Or(0) && !partial {
 		return nil, nil
 	}
 	n := int64(count)
-	st := magnum.ClusterStatus(UpdateInProgress)
+	st := magnum.Transitions[magnum.OpClusterUpdate].NodeGroup
 	empty := ""
 	if err := c.store.UpdateNodeGroup(ctx, worker.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -144,7 +122,7 @@ func (c *Conductor) ClusterUpdate(ctx context.Context, req *rpc.Request) (any, e
 // ClusterResize implements cluster_resize(cluster, node_count, nodes_to_remove, nodegroup): the named
 // machines are the ones that go, through CAPI's delete-machine annotation.
 func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Resizing a cluster", resizableStatuses, nil)
+	cl, err := c.loadForUpdate(ctx, req, "Resizing a cluster", magnum.OpClusterResize, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +144,7 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 	isMaster := ng.Role.Or("") == "master"
 	// The group already has this size and is being resized: a retry or redelivery of this request
 	// after its rows were written. Its named nodes may be gone already.
-	resuming := ng.Status.Or("") == UpdateInProgress && count >= 0 && int64(count) == ng.NodeCount.Or(0)
+	resuming := ng.Status.Or("") == magnum.StatusUpdateInProgress && count >= 0 && int64(count) == ng.NodeCount.Or(0)
 	switch {
 	case count < 0:
 		return nil, rpc.InvalidArgs("node_count is required")
@@ -187,7 +165,7 @@ func (c *Conductor) ClusterResize(ctx context.Context, req *rpc.Request) (any, e
 		}
 	}
 	n := int64(count)
-	st := magnum.ClusterStatus(UpdateInProgress)
+	st := magnum.Transitions[magnum.OpClusterResize].NodeGroup
 	empty := ""
 	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, NodeCount: &n, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -215,7 +193,7 @@ func (c *Conductor) nodeGroupArg(ctx context.Context, req *rpc.Request, clusterU
 // NodeGroupCreate implements nodegroup_create(cluster, nodegroup): the row is inserted at once
 // (Terraform aborts on a 404), then the MachineDeployment is added to the topology.
 func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any, error) {
-	cl, err := c.loadForUpdate(ctx, req, "Adding a node group", resizableStatuses, nil)
+	cl, err := c.loadForUpdate(ctx, req, "Adding a node group", magnum.OpNodeGroupCreate, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +207,7 @@ func (c *Conductor) NodeGroupCreate(ctx context.Context, req *rpc.Request) (any,
 	if ng.Role.Or("worker") == "master" {
 		return nil, magnum.NotSupported("Adding a control-plane node group")
 	}
-	ng.Status.Set(magnum.ClusterStatus(CreateInProgress))
+	ng.Status.Set(magnum.Transitions[magnum.OpNodeGroupCreate].NodeGroup)
 	ng.StackID.Set(cl.StackID.Or(""))
 	if !ng.NodeAddresses.IsSet() {
 		ng.NodeAddresses.Set([]string{})
@@ -270,10 +248,10 @@ func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any,
 	if err != nil {
 		return nil, err
 	}
-	if st := stored.Status.Or(""); !statusIn(st, nodeGroupEditables) {
+	if st := stored.Status.Or(""); !magnum.OpNodeGroupUpdate.Allowed(st) {
 		return nil, magnum.NotSupported(fmt.Sprintf("Updating a node group when status is \"%s\"", st))
 	}
-	ng.Status.Set(magnum.ClusterStatus(UpdateInProgress))
+	ng.Status.Set(magnum.Transitions[magnum.OpNodeGroupUpdate].NodeGroup)
 	if err := c.store.SaveNodeGroupChanges(ctx, ng, stored.Status.Or("")); err != nil {
 		return nil, rpc.Retry(err)
 	}
@@ -298,7 +276,7 @@ func (c *Conductor) NodeGroupDelete(ctx context.Context, req *rpc.Request) (any,
 	if ng.IsDefault.Or(false) {
 		return nil, magnum.NotSupported("Deleting a default node group")
 	}
-	st := magnum.ClusterStatus(DeleteInProgress)
+	st := magnum.Transitions[magnum.OpNodeGroupDelete].NodeGroup
 	empty := ""
 	if err := c.store.UpdateNodeGroup(ctx, ng.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
 		return nil, rpc.Retry(err)
@@ -317,23 +295,23 @@ func (c *Conductor) RotateCACertificate(ctx context.Context, req *rpc.Request) (
 
 // upgradeCheck validates a Kubernetes version change: no downgrade, no skipped minor.
 func upgradeCheck(from, to string) error {
-	fm, fn, fp, err := templates.ParseVersion(from)
+	fv, err := templates.ParseVersion(from)
 	if err != nil {
 		return nil // an unknown current version cannot be compared; CAPI validates the rest
 	}
-	tm, tn, tp, err := templates.ParseVersion(to)
+	tv, err := templates.ParseVersion(to)
 	if err != nil {
 		return err
 	}
 	switch {
 	// The key words come before the first '.': magnum-api's error title (what the CLI prints) is
 	// the message up to its first full stop, and every version number has one.
-	case tm != fm:
+	case tv.Major() != fv.Major():
 		return fmt.Errorf("an upgrade may not change the major Kubernetes version (from %s to %s)", from, to)
-	case tn < fn || (tn == fn && tp < fp):
+	case tv.LessThan(fv):
 		return fmt.Errorf("downgrades are not supported (the cluster runs %s, the template asks for %s)", from, to)
-	case tn > fn+1:
-		return fmt.Errorf("an upgrade may not skip a Kubernetes minor version (from %s to %s: upgrade to v%d.%d first)", from, to, fm, fn+1)
+	case tv.Minor() > fv.Minor()+1:
+		return fmt.Errorf("an upgrade may not skip a Kubernetes minor version (from %s to %s: upgrade to v%d.%d first)", from, to, fv.Major(), fv.Minor()+1)
 	}
 	return nil
 }
@@ -355,14 +333,14 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 	if err := c.decodeView(req, "cluster_template", arg); err != nil {
 		return nil, err
 	}
-	cl, err := c.loadForUpdate(ctx, req, "Upgrading a cluster", completeStatuses, func(cl *magnum.Cluster) bool {
+	cl, err := c.loadForUpdate(ctx, req, "Upgrading a cluster", magnum.OpClusterUpgrade, func(cl *magnum.Cluster) bool {
 		// This request ran before and already switched the template: resume its apply.
 		return repeated(req) && cl.ClusterTemplateID.Or("") == arg.UUID.Or("")
 	})
 	if err != nil {
 		return nil, err
 	}
-	if cl.Status.Or("") == UpdateInProgress {
+	if cl.Status.Or("") == magnum.StatusUpdateInProgress {
 		id := cl.UUID.Or("")
 		c.ops.begin(id, c.opts.Now())
 		c.enqueue(id)
@@ -438,7 +416,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		c.log.WarnContext(ctx, "cluster_upgrade: dry run not possible, applying without it", "cluster", id, "error", err)
 	}
 
-	st := magnum.ClusterStatus(UpdateInProgress)
+	st := magnum.Transitions[magnum.OpClusterUpgrade].NodeGroup
 	empty := ""
 	for _, g := range in.NodeGroups { // groups being deleted are not in the input
 		if !in.UpgradeCovers(g) {
@@ -476,6 +454,3 @@ func upgradedLabels(cluster, oldTmpl, newTmpl map[string]string) map[string]stri
 	}
 	return out
 }
-
-// credentialRotatable are the statuses Magnum 23's credential_rotate accepts.
-var credentialRotatable = append(append([]magnum.ClusterStatus{}, completeStatuses...), UpdateInProgress, UpdateFailed)

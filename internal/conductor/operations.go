@@ -58,7 +58,7 @@ type operations struct {
 	// so that its driver does not make them again as the cluster's credential.
 	serverGroups map[string][]templates.ServerGroup
 	// held: the clusters this replica holds the claim of, with the operation it claimed them for.
-	held map[string]string
+	held map[string]magnum.ClusterStatus
 	// intent: a handler of this replica recorded the operation (it waits for a claim another
 	// replica holds rather than leaving the operation to it: the handler may know more, such as
 	// an upgrade's rollout settings).
@@ -74,7 +74,7 @@ func newOperations(base, max time.Duration) *operations {
 		started:      map[string]time.Time{},
 		upgrades:     map[string]*templates.Upgrade{},
 		serverGroups: map[string][]templates.ServerGroup{},
-		held:         map[string]string{},
+		held:         map[string]magnum.ClusterStatus{},
 		intent:       map[string]bool{},
 		busy:         map[string]bool{},
 	}
@@ -161,7 +161,7 @@ func (o *operations) intended(id string) bool {
 	return o.intent[id]
 }
 
-func (o *operations) hold(id, kind string) {
+func (o *operations) hold(id string, kind magnum.ClusterStatus) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.held[id] = kind
@@ -184,7 +184,7 @@ func (o *operations) holds(id string) bool {
 	return ok
 }
 
-func (o *operations) holding() map[string]string {
+func (o *operations) holding() map[string]magnum.ClusterStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return maps.Clone(o.held)
@@ -219,7 +219,7 @@ func (c *Conductor) resume(id string) {
 var errClaimHeld = errors.New("another replica drives this cluster's operation")
 
 // claim takes or renews the cluster's claim for an operation of this kind.
-func (c *Conductor) claim(ctx context.Context, id, kind string) (bool, error) {
+func (c *Conductor) claim(ctx context.Context, id string, kind magnum.ClusterStatus) (bool, error) {
 	if c.opts.Claims == nil {
 		return true, nil
 	}
@@ -284,7 +284,7 @@ func (c *Conductor) renewClaims(ctx context.Context) {
 				c.release(ctx, id)
 				continue
 			}
-			if now == DeleteInProgress && !busy {
+			if now == magnum.StatusDeleteInProgress && !busy {
 				c.ops.add(id, false)
 			}
 		}
@@ -388,13 +388,13 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 		return false, nil // a live replica drives it
 	}
 	switch kind {
-	case CreateInProgress:
+	case magnum.StatusCreateInProgress:
 		err = c.applyCluster(ctx, cl, nil, nil)
-	case UpdateInProgress:
+	case magnum.StatusUpdateInProgress:
 		if err = c.applyCluster(ctx, cl, nil, c.ops.upgrade(id)); err == nil {
 			c.kube.Kick(c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
 		}
-	case DeleteInProgress:
+	case magnum.StatusDeleteInProgress:
 		var gone bool
 		if gone, err = c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or("")); err == nil && gone {
 			if err = c.finishDelete(ctx, cl, nil); err == nil {
@@ -420,54 +420,53 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 }
 
 // operationOf names the operation in progress on a cluster ("" when none).
-func operationOf(cl *magnum.Cluster) string {
-	switch s := string(cl.Status.Or("")); s {
-	case CreateInProgress, UpdateInProgress, DeleteInProgress:
+func operationOf(cl *magnum.Cluster) magnum.ClusterStatus {
+	switch s := cl.Status.Or(""); s {
+	case magnum.StatusCreateInProgress, magnum.StatusUpdateInProgress, magnum.StatusDeleteInProgress:
 		return s
 	}
 	return ""
 }
 
 // timeout is how long an operation of this kind may take on this cluster.
-func (c *Conductor) timeout(cl *magnum.Cluster, kind string) time.Duration {
+func (c *Conductor) timeout(cl *magnum.Cluster, kind magnum.ClusterStatus) time.Duration {
 	switch kind {
-	case CreateInProgress:
+	case magnum.StatusCreateInProgress:
 		if m := cl.CreateTimeout.Or(0); m > 0 {
 			return time.Duration(m) * time.Minute
 		}
 		return 60 * time.Minute // Magnum's default create_timeout
-	case DeleteInProgress:
+	case magnum.StatusDeleteInProgress:
 		return c.opts.DeleteTimeout
 	}
 	return c.opts.UpdateTimeout
 }
 
 // deadline is when the operation in progress must have finished.
-func (c *Conductor) deadline(cl *magnum.Cluster, kind string) time.Time {
-	if kind == CreateInProgress {
+func (c *Conductor) deadline(cl *magnum.Cluster, kind magnum.ClusterStatus) time.Time {
+	if kind == magnum.StatusCreateInProgress {
 		return cl.CreatedAt.Or(c.opts.Now()).Add(c.timeout(cl, kind))
 	}
 	last := cl.UpdatedAt.Or(cl.CreatedAt.Or(c.opts.Now()))
 	return c.ops.startedAt(cl.UUID.Or(""), last).Add(c.timeout(cl, kind))
 }
 
-func timeoutName(kind string, d time.Duration) string {
-	name := map[string]string{CreateInProgress: "create_timeout", UpdateInProgress: "update_timeout", DeleteInProgress: "delete_timeout"}[kind]
+func timeoutName(kind magnum.ClusterStatus, d time.Duration) string {
+	name := map[magnum.ClusterStatus]string{magnum.StatusCreateInProgress: "create_timeout", magnum.StatusUpdateInProgress: "update_timeout", magnum.StatusDeleteInProgress: "delete_timeout"}[kind]
 	return fmt.Sprintf("%s of %s", name, d)
 }
 
 // failOperation ends the operation in progress as *_FAILED with a reason the tenant can act on;
 // the node groups the operation was changing fail with it (feeding the API's faults).
-func (c *Conductor) failOperation(ctx context.Context, cl *magnum.Cluster, kind, what string, cause error) error {
+func (c *Conductor) failOperation(ctx context.Context, cl *magnum.Cluster, kind magnum.ClusterStatus, what string, cause error) error {
 	id := cl.UUID.Or("")
-	failed := map[string]string{CreateInProgress: CreateFailed, UpdateInProgress: UpdateFailed, DeleteInProgress: DeleteFailed}[kind]
+	failed := magnum.FailedOf(kind)
 	reason := c.reasonFor(id, cause)
 	if what != "" {
 		reason = operationNoun(kind) + " " + what + ": " + reason
 	}
-	st := magnum.ClusterStatus(failed)
-	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &st, StatusReason: &reason,
-		OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(kind)}}); err != nil && !errors.Is(err, ErrConflict) {
+	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &failed, StatusReason: &reason,
+		OnlyIfStatus: []magnum.ClusterStatus{kind}}); err != nil && !errors.Is(err, ErrConflict) {
 		return rpc.Retry(err)
 	}
 	groups, err := c.store.ListNodeGroups(ctx, id)
@@ -475,21 +474,13 @@ func (c *Conductor) failOperation(ctx context.Context, cl *magnum.Cluster, kind,
 		return rpc.Retry(err)
 	}
 	for _, g := range groups {
-		gs := string(g.Status.Or(""))
-		var to string
-		switch {
-		case gs == CreateInProgress:
-			to = CreateFailed
-		case gs == UpdateInProgress:
-			to = UpdateFailed
-		case gs == DeleteInProgress:
-			to = DeleteFailed
-		default:
+		gs := g.Status.Or("")
+		if _, running := magnum.Outcome(gs); !running {
 			continue
 		}
-		fs := magnum.ClusterStatus(to)
+		fs := magnum.FailedOf(gs)
 		if err := c.store.UpdateNodeGroup(ctx, g.UUID.Or(""), NodeGroupUpdate{ClusterUUID: id, Status: &fs, StatusReason: &reason,
-			OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(gs)}}); err != nil && !errors.Is(err, ErrConflict) {
+			OnlyIfStatus: []magnum.ClusterStatus{gs}}); err != nil && !errors.Is(err, ErrConflict) {
 			return rpc.Retry(err)
 		}
 	}
@@ -498,8 +489,8 @@ func (c *Conductor) failOperation(ctx context.Context, cl *magnum.Cluster, kind,
 	return nil
 }
 
-func operationNoun(kind string) string {
-	return map[string]string{CreateInProgress: "The create", UpdateInProgress: "The update", DeleteInProgress: "The delete"}[kind]
+func operationNoun(kind magnum.ClusterStatus) string {
+	return map[magnum.ClusterStatus]string{magnum.StatusCreateInProgress: "The create", magnum.StatusUpdateInProgress: "The update", magnum.StatusDeleteInProgress: "The delete"}[kind]
 }
 
 func unwrapRetry(err error) error {

@@ -220,7 +220,7 @@ func TestCreateSurvivesATransientFailureAtEveryStep(t *testing.T) {
 			_, herr = h.redeliver(req) // the bridge died before acknowledging: the message comes back
 			require.NoError(t, herr)
 			h.settle(20)
-			require.Equal(t, CreateInProgress, string(h.store.cluster(t, id).Status.Or("")), "in progress until CAPI converges")
+			require.Equal(t, magnum.StatusCreateInProgress, h.store.cluster(t, id).Status.Or(""), "in progress until CAPI converges")
 			h.consistent(id, 2)
 		})
 	}
@@ -237,7 +237,7 @@ func TestUpdateDuringAnAPIServerOutageIsNotLost(t *testing.T) {
 	h.f.failNext("kube.Apply", -1, errAPIServerDown) // down for a while
 	_, err := h.deliver(req, 1)
 	require.NoError(t, err, "the intent is recorded and the message acknowledged")
-	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
 	require.Positive(t, h.settle(5), "the driver retries while the apiserver is down")
 	_, err = h.redeliver(req) // and a redelivery of the same request resumes instead of refusing
 	require.NoError(t, err)
@@ -246,7 +246,7 @@ func TestUpdateDuringAnAPIServerOutageIsNotLost(t *testing.T) {
 	h.f.clear() // the apiserver is back
 	require.Zero(t, h.settle(10))
 	h.consistent(id, 3)
-	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
 	require.Equal(t, []bool{false, true}, h.kube.addonPrunes[h.store.cluster(t, id).StackID.Or("")],
 		"the create's add-on set prunes nothing; the update's prunes what it drops")
 }
@@ -370,7 +370,7 @@ func TestNodeGroupDeleteResumes(t *testing.T) {
 	_, err = h.redeliver(req)
 	require.NoError(t, err)
 	require.Zero(t, h.settle(10))
-	require.Equal(t, DeleteInProgress, string(h.store.group(t, id, "batch").Status.Or("")))
+	require.Equal(t, magnum.StatusDeleteInProgress, h.store.group(t, id, "batch").Status.Or(""))
 	mds, _, _ := unstructuredSlice(h.kube.clusters()[0].Object, "spec", "topology", "workers", "machineDeployments")
 	require.Len(t, mds, 1, "only default-worker is left in the topology")
 }
@@ -403,7 +403,7 @@ func TestDeleteResumesAfterAFailureAtEachStep(t *testing.T) {
 				require.NoError(t, err)
 			}
 			h.settle(10)
-			require.Equal(t, DeleteInProgress, string(h.store.cluster(t, id).Status.Or("")))
+			require.Equal(t, magnum.StatusDeleteInProgress, h.store.cluster(t, id).Status.Or(""))
 			h.kube.finishDeleting() // CAPI removed the machines and the Cluster
 			require.NoError(t, h.c.ClusterGone(context.Background(), "magnum-"+demoProject, h.store.cluster(t, id).StackID.Or("")))
 			h.settle(10)
@@ -426,9 +426,9 @@ func TestPermanentErrorFailsTheUpdateAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, h.settle(5), "a permanent error is not retried")
 	cl := h.store.cluster(t, id)
-	require.Equal(t, UpdateFailed, string(cl.Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateFailed, cl.Status.Or(""))
 	require.Contains(t, cl.StatusReason.Or(""), "unsupported version")
-	require.Equal(t, UpdateFailed, string(h.store.group(t, id, "default-worker").Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateFailed, h.store.group(t, id, "default-worker").Status.Or(""))
 }
 
 // Transient failures are retried only until the deadline; then the reason names the failing
@@ -441,11 +441,11 @@ func TestTransientErrorsEndAtTheDeadlineWithoutInternals(t *testing.T) {
 	_, err := h.deliver(request("cluster_update", map[string]json.RawMessage{"cluster": h.clusterArg(id), "node_count": jsonArg(t, 3)}), 1)
 	require.NoError(t, err)
 	require.Equal(t, 3, h.settle(3))
-	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
 	h.advance(11 * time.Minute)
 	h.settle(3)
 	cl := h.store.cluster(t, id)
-	require.Equal(t, UpdateFailed, string(cl.Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateFailed, cl.Status.Or(""))
 	reason := cl.StatusReason.Or("")
 	require.Contains(t, reason, "update_timeout of 10m0s")
 	require.Contains(t, reason, "the management cluster failed (error id ")
@@ -462,9 +462,9 @@ func TestRefusedCreateLeavesAFailedRow(t *testing.T) {
 	_, err := h.deliver(req, 1)
 	require.NoError(t, err)
 	cl := h.store.cluster(t, id)
-	require.Equal(t, CreateFailed, string(cl.Status.Or("")))
+	require.Equal(t, magnum.StatusCreateFailed, cl.Status.Or(""))
 	require.Contains(t, cl.StatusReason.Or(""), "master_count 0")
-	require.Equal(t, CreateFailed, string(h.store.group(t, id, "default-worker").Status.Or("")))
+	require.Equal(t, magnum.StatusCreateFailed, h.store.group(t, id, "default-worker").Status.Or(""))
 	require.Empty(t, h.kube.clusters())
 
 	req, id = h.createRequest("gone", 1)
@@ -553,5 +553,5 @@ func TestForbiddenRightAfterAnAPIServerRestartIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, h.settle(10))
 	h.consistent(id, 3)
-	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
 }

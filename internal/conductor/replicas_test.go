@@ -3,6 +3,7 @@ package conductor
 import (
 	"context"
 	"encoding/json"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestLeaderLeavesALiveReplicasOperationAlone(t *testing.T) {
 		require.Zero(t, retries+waiting)
 		require.Equal(t, "a", claims.holder(id))
 	}
-	require.Equal(t, UpdateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
 	h.f.clear()
 	h.complete(id)
 	a.renewClaims(ctx)

@@ -78,7 +78,7 @@ func TestCreateMakesServerGroupsWhileTheCredentialsAreMade(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, h.settle(5))
 	cl := h.store.cluster(t, id)
-	require.Equal(t, CreateInProgress, string(cl.Status.Or("")), cl.StatusReason.Or(""))
+	require.Equal(t, magnum.StatusCreateInProgress, cl.Status.Or(""), cl.StatusReason.Or(""))
 	require.NotEmpty(t, groups.calls)
 	for _, call := range groups.calls {
 		require.Equal(t, "as demo-user in "+demoProject, call)

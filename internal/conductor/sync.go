@@ -30,7 +30,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	if err != nil {
 		return 0, err
 	}
-	status := string(cl.Status.Or(""))
+	status := cl.Status.Or("")
 	if status == "" {
 		return 0, nil
 	}
@@ -41,14 +41,14 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	now := c.opts.Now()
 	cur := capi.Current{Status: status, StatusReason: cl.StatusReason.Or(""), CreatedAt: cl.CreatedAt.Or(time.Time{}),
 		CreateTimeout: time.Duration(cl.CreateTimeout.Or(0)) * time.Minute}
-	if status == UpdateInProgress || status == DeleteInProgress {
+	if status == magnum.StatusUpdateInProgress || status == magnum.StatusDeleteInProgress {
 		cur.Deadline = c.deadline(cl, status)
 		cur.DeadlineName = timeoutName(status, c.timeout(cl, status))
 	}
-	if status == DeleteInProgress {
+	if status == magnum.StatusDeleteInProgress {
 		// Only the deadline matters while CAPI deletes; the driver finishes the delete when it is gone.
-		if d := capi.Decide(cur, capi.Observation{Cluster: obs.Cluster}, now); d.Status == DeleteFailed {
-			return 0, c.failOperation(ctx, cl, DeleteInProgress, "", &permanentError{errors.New(d.StatusReason)})
+		if d := capi.Decide(cur, capi.Observation{Cluster: obs.Cluster}, now); d.Status == magnum.StatusDeleteFailed {
+			return 0, c.failOperation(ctx, cl, magnum.StatusDeleteInProgress, "", &permanentError{errors.New(d.StatusReason)})
 		}
 		return cur.Deadline.Sub(now) + time.Second, nil
 	}
@@ -56,15 +56,15 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		// What Magnum asked for: an operation is not complete while CAPI shows another version.
 		cur.Version, _ = templates.KubernetesVersion(dictMap(cl.Labels), tmpl.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
 	}
-	autoscaling := labelTrue(dictMap(cl.Labels), "auto_scaling_enabled")
+	autoscaling := templates.LabelEnabled(dictMap(cl.Labels), templates.LabelAutoScalingEnabled)
 	for _, g := range groups {
 		cur.NodeGroups = append(cur.NodeGroups, capi.NodeGroupState{
-			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), Status: string(g.Status.Or("")),
+			UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or(""), Status: g.Status.Or(""),
 			StatusReason: g.StatusReason.Or(""), NodeCount: int(g.NodeCount.Or(0)), NodeAddresses: g.NodeAddresses.Or(nil),
 			Autoscaled: autoscaling && g.MaxNodeCount.IsSet() && !g.MaxNodeCount.IsNull() && g.Role.Or("") != "master",
 		})
 	}
-	if (status == CreateInProgress || status == UpdateInProgress) && obs.Cluster != nil && c.onOpenStack(cl) {
+	if (status == magnum.StatusCreateInProgress || status == magnum.StatusUpdateInProgress) && obs.Cluster != nil && c.onOpenStack(cl) {
 		// Nova's or Neutron's refusal (a quota, a missing image) is only on CAPO's own objects.
 		failures, err := c.kube.CloudFailures(ctx, obs.Cluster.Namespace, obs.Cluster.Name)
 		if err != nil {
@@ -81,10 +81,10 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		}
 	}
 
-	u := ClusterUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(status)}}
+	u := ClusterUpdate{OnlyIfStatus: []magnum.ClusterStatus{status}}
 	changed := false
 	if d.Status != status {
-		u.Status, changed = ptr(magnum.ClusterStatus(d.Status)), true
+		u.Status, changed = ptr(d.Status), true
 	}
 	if d.StatusReason != cl.StatusReason.Or("") {
 		u.StatusReason, changed = ptr(d.StatusReason), true
@@ -95,8 +95,8 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	if d.COEVersion != "" && d.COEVersion != cl.CoeVersion.Or("") {
 		u.COEVersion, changed = ptr(d.COEVersion), true
 	}
-	if d.Health != "" && d.Health != string(cl.HealthStatus.Or("")) {
-		u.HealthStatus, changed = ptr(magnum.HealthStatus(d.Health)), true
+	if d.Health != "" && d.Health != cl.HealthStatus.Or("") {
+		u.HealthStatus, changed = ptr(d.Health), true
 	}
 	if d.HealthReason != nil && !maps.Equal(d.HealthReason, dictMap(cl.HealthStatusReason)) {
 		u.HealthStatusReason, changed = d.HealthReason, true
@@ -121,10 +121,10 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 			c.log.InfoContext(ctx, "node group deleted", "cluster", id, "nodegroup", g.Name)
 			continue
 		}
-		nu := NodeGroupUpdate{OnlyIfStatus: []magnum.ClusterStatus{magnum.ClusterStatus(old.Status)}}
+		nu := NodeGroupUpdate{OnlyIfStatus: []magnum.ClusterStatus{old.Status}}
 		ngChanged := false
 		if g.Status != old.Status {
-			nu.Status, ngChanged = ptr(magnum.ClusterStatus(g.Status)), true
+			nu.Status, ngChanged = ptr(g.Status), true
 		}
 		if g.StatusReason != old.StatusReason {
 			nu.StatusReason, ngChanged = ptr(g.StatusReason), true
@@ -156,11 +156,11 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	// An operation still running is looked at again when its deadline passes, even if CAPI is silent.
 	switch {
-	case d.Status == CreateInProgress && cur.CreateTimeout > 0:
+	case d.Status == magnum.StatusCreateInProgress && cur.CreateTimeout > 0:
 		if left := cur.CreatedAt.Add(cur.CreateTimeout).Sub(now); left > 0 {
 			return left + time.Second, nil
 		}
-	case d.Status == UpdateInProgress && !cur.Deadline.IsZero():
+	case d.Status == magnum.StatusUpdateInProgress && !cur.Deadline.IsZero():
 		if left := cur.Deadline.Sub(now); left > 0 {
 			return left + time.Second, nil
 		}
@@ -175,7 +175,7 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) {
 		return nil // another bridge's namespace
 	}
-	clusters, err := c.store.ListClustersByStatus(ctx, DeleteInProgress, DeleteFailed)
+	clusters, err := c.store.ListClustersByStatus(ctx, magnum.StatusDeleteInProgress, magnum.StatusDeleteFailed)
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 		if cl.StackID.Or("") != name || cl.ProjectID.Or("") != project {
 			continue
 		}
-		if string(cl.Status.Or("")) == DeleteInProgress {
+		if cl.Status.Or("") == magnum.StatusDeleteInProgress {
 			c.resume(cl.UUID.Or("")) // the replica holding its claim, if alive, finishes it itself
 			return nil
 		}
@@ -199,7 +199,7 @@ func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) err
 // The leader calls it when it starts leading and then every ResumeEvery interval; it also sweeps
 // the claims dead replicas left on clusters no longer in progress.
 func (c *Conductor) Resync(ctx context.Context) error {
-	clusters, err := c.store.ListClustersByStatus(ctx, CreateInProgress, UpdateInProgress, DeleteInProgress)
+	clusters, err := c.store.ListClustersByStatus(ctx, magnum.StatusCreateInProgress, magnum.StatusUpdateInProgress, magnum.StatusDeleteInProgress)
 	if err != nil {
 		return err
 	}
@@ -217,12 +217,4 @@ func (c *Conductor) Resync(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func labelTrue(labels map[string]string, name string) bool {
-	switch strings.ToLower(labels[name]) {
-	case "true", "1", "yes", "on":
-		return true
-	}
-	return false
 }

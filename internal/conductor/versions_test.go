@@ -63,12 +63,12 @@ func mustDecode(t *testing.T, raw json.RawMessage) *magnum.Object {
 func (h *harness) refusedAtOnce(id string, reason ...string) {
 	h.t.Helper()
 	cl := h.store.cluster(h.t, id)
-	require.Equal(h.t, CreateFailed, string(cl.Status.Or("")))
+	require.Equal(h.t, magnum.StatusCreateFailed, cl.Status.Or(""))
 	for _, r := range reason {
 		require.Contains(h.t, cl.StatusReason.Or(""), r)
 	}
 	for _, g := range []string{"default-master", "default-worker"} {
-		require.Equal(h.t, CreateFailed, string(h.store.group(h.t, id, g).Status.Or("")), g)
+		require.Equal(h.t, magnum.StatusCreateFailed, h.store.group(h.t, id, g).Status.Or(""), g)
 	}
 	require.Zero(h.t, h.settle(5))
 	require.Empty(h.t, h.kube.clusters(), "no CAPI Cluster")
@@ -78,7 +78,7 @@ func (h *harness) refusedAtOnce(id string, reason ...string) {
 	require.Empty(h.t, h.kube.secrets)
 	h.kube.mu.Unlock()
 	require.Zero(h.t, h.keys.count(), "no CA made")
-	require.Equal(h.t, CreateFailed, string(h.store.cluster(h.t, id).Status.Or("")))
+	require.Equal(h.t, magnum.StatusCreateFailed, h.store.cluster(h.t, id).Status.Or(""))
 }
 
 func TestCreateRefusesAKubernetesVersionTheImageCannotRun(t *testing.T) {
@@ -113,7 +113,7 @@ func TestCreateRefusesAKubernetesVersionTheImageCannotRun(t *testing.T) {
 			_, err := h.deliver(req, 1)
 			require.NoError(t, err)
 			require.Zero(t, h.settle(10))
-			require.Equal(t, CreateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+			require.Equal(t, magnum.StatusCreateInProgress, h.store.cluster(t, id).Status.Or(""))
 			h.consistent(id, 1)
 		})
 	}
@@ -143,7 +143,7 @@ func TestCreateReadsTheImagesPropertyAsTheCaller(t *testing.T) {
 	require.Zero(t, h.settle(10))
 	v, _, _ := unstructuredString(h.kube.clusters()[0].Object, "spec", "topology", "version")
 	require.Equal(t, "v1.35.4", v)
-	require.Equal(t, CreateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusCreateInProgress, h.store.cluster(t, id).Status.Or(""))
 
 	// Without the user's token body nobody asks Glance (the name decides).
 	h = newHarness(t)
@@ -162,7 +162,7 @@ func TestOperatorMayAllowAKubeTagOtherThanTheImages(t *testing.T) {
 	_, err := h.deliver(req, 1)
 	require.NoError(t, err)
 	require.Zero(t, h.settle(10))
-	require.Equal(t, CreateInProgress, string(h.store.cluster(t, id).Status.Or("")))
+	require.Equal(t, magnum.StatusCreateInProgress, h.store.cluster(t, id).Status.Or(""))
 
 	// Not outside the supported range, though.
 	h = newHarness(t)
@@ -186,7 +186,7 @@ func TestCreateRefusesAnInvalidValueOfAnUnimplementedLabel(t *testing.T) {
 	_, err = h.deliver(req, 1)
 	require.NoError(t, err)
 	require.Zero(t, h.settle(10))
-	require.Equal(t, CreateInProgress, string(h.store.cluster(t, id).Status.Or("")), "a valid value is only reported")
+	require.Equal(t, magnum.StatusCreateInProgress, h.store.cluster(t, id).Status.Or(""), "a valid value is only reported")
 }
 
 // An upgrade to a template whose image cannot run its kube_tag is refused before any change: the

@@ -237,7 +237,7 @@ func versions(f Facts, s Settings, policy templates.VersionPolicy) []KubernetesV
 		if own == "" {
 			continue // no version the bridge could build from this image alone
 		}
-		v, err := templates.CheckKubernetesVersion(map[string]string{"kube_tag": own},
+		v, err := templates.CheckKubernetesVersion(map[string]string{templates.LabelKubeTag: own},
 			templates.Image{Ref: img.Name, Name: img.Name, KubeVersion: img.KubeVersion}, def, policy)
 		if err != nil {
 			continue // outside the supported range
@@ -307,13 +307,10 @@ func labels(f templates.Flavor) []Label {
 
 // newer orders versions newest first (both are valid: KubernetesVersion checked them).
 func newer(a, b string) bool {
-	a1, a2, a3, _ := templates.ParseVersion(a)
-	b1, b2, b3, _ := templates.ParseVersion(b)
-	if a1 != b1 {
-		return a1 > b1
+	x, errA := templates.ParseVersion(a)
+	y, errB := templates.ParseVersion(b)
+	if errA != nil || errB != nil {
+		return errA == nil
 	}
-	if a2 != b2 {
-		return a2 > b2
-	}
-	return a3 > b3
+	return x.GreaterThan(y)
 }

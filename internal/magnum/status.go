@@ -6,7 +6,7 @@ import "strings"
 // rejects any other string on output (WSME Enum), so nothing else may be written.
 type ClusterStatus string
 
-// The ClusterStatus values (spec §5.5), unchanged from Zed to master.
+// The ClusterStatus values, unchanged from Zed to master.
 const (
 	StatusCreateInProgress   ClusterStatus = "CREATE_IN_PROGRESS"
 	StatusCreateFailed       ClusterStatus = "CREATE_FAILED"
@@ -38,24 +38,12 @@ var AllClusterStatuses = []ClusterStatus{
 	StatusSnapshotComplete, StatusCheckComplete, StatusAdoptComplete,
 }
 
-// Status sets the handlers guard with (spec §4.2, §4.3, §6.1).
+// Status sets the periodic syncs poll and the API reads; the guards are in Transitions.
 var (
-	// CompleteStatuses is the "*_COMPLETE" set of cluster_update, cluster_upgrade and
-	// rotate_ca_certificate: every *_COMPLETE except DELETE_COMPLETE.
-	CompleteStatuses = []ClusterStatus{
-		StatusCreateComplete, StatusUpdateComplete, StatusResumeComplete, StatusRestoreComplete,
-		StatusRollbackComplete, StatusSnapshotComplete, StatusCheckComplete, StatusAdoptComplete,
-	}
 	// FailedStatuses is STATUS_FAILED: the API shows "faults" for clusters in these.
 	FailedStatuses = []ClusterStatus{
 		StatusCreateFailed, StatusUpdateFailed, StatusDeleteFailed, StatusRollbackFailed, StatusResumeFailed,
 	}
-	// ResizeAllowedStatuses: cluster_resize also runs while a previous update is in flight or failed.
-	ResizeAllowedStatuses = append(append([]ClusterStatus{}, CompleteStatuses...), StatusUpdateFailed, StatusUpdateInProgress)
-	// NodeGroupAllowedStatuses is ALLOWED_NODEGROUP_STATES (nodegroup_create/update guard).
-	NodeGroupAllowedStatuses = append(append([]ClusterStatus{}, CompleteStatuses...), StatusUpdateInProgress, StatusUpdateFailed)
-	// CredentialRotateAllowedStatuses guards credential_rotate (21.0.0+).
-	CredentialRotateAllowedStatuses = append(append([]ClusterStatus{}, CompleteStatuses...), StatusUpdateInProgress, StatusUpdateFailed)
 	// SyncStatuses are the clusters the periodic status sync polls (and a restart must resume).
 	SyncStatuses = []ClusterStatus{
 		StatusCreateInProgress, StatusUpdateInProgress, StatusDeleteInProgress, StatusRollbackInProgress,

@@ -158,7 +158,7 @@ func validateValue(spec LabelSpec, v string) error {
 	bad := func(reason string) error { return labelErr(spec, v, reason) }
 	switch spec.Type {
 	case LabelBool:
-		if _, err := parseBool(v); err != nil {
+		if _, err := ParseBool(v); err != nil {
 			return bad("want true or false")
 		}
 	case LabelInt:
@@ -329,7 +329,9 @@ var removedAdmissionPlugins = map[string]string{
 	"NamespaceExistsAndUsed": "is not a plugin",
 }
 
-func parseBool(v string) (bool, error) {
+// ParseBool reads a boolean label value: Magnum's drivers accept these spellings in any case, and
+// a value copied from a form often has spaces around it.
+func ParseBool(v string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "true", "1", "yes", "on":
 		return true, nil
@@ -343,8 +345,8 @@ func parseBool(v string) (bool, error) {
 func honored(spec LabelSpec, v string) bool {
 	for _, h := range spec.Honored {
 		if spec.Type == LabelBool {
-			hb, _ := parseBool(h)
-			if vb, err := parseBool(v); err == nil && vb == hb {
+			hb, _ := ParseBool(h)
+			if vb, err := ParseBool(v); err == nil && vb == hb {
 				return true
 			}
 			continue
@@ -398,11 +400,11 @@ func ValidateLabels(flavor Flavor, labels map[string]string) (unimplemented []st
 // crossValidate checks rules between labels; it runs after every single value is valid. It
 // returns implemented labels whose particular value the bridge cannot honour.
 func crossValidate(flavor Flavor, labels map[string]string) (unhonored []string, err error) {
-	if lo, hi := labels["min_node_count"], labels["max_node_count"]; lo != "" && hi != "" {
+	if lo, hi := labels[LabelMinNodeCount], labels[LabelMaxNodeCount]; lo != "" && hi != "" {
 		l, _ := strconv.Atoi(strings.TrimSpace(lo))
 		h, _ := strconv.Atoi(strings.TrimSpace(hi))
 		if l > h {
-			return nil, &LabelError{Label: "max_node_count", Value: hi, Reason: "must not be smaller than min_node_count " + lo}
+			return nil, &LabelError{Label: LabelMaxNodeCount, Value: hi, Reason: "must not be smaller than min_node_count " + lo}
 		}
 	}
 	if flavor != FlavorOpenStack {
@@ -410,20 +412,20 @@ func crossValidate(flavor Flavor, labels map[string]string) (unhonored []string,
 	}
 	// CAPO picks the API load balancer's algorithm itself: SOURCE_IP_PORT for the ovn provider,
 	// ROUND_ROBIN otherwise. Another algorithm cannot be honoured, so it is reported, not refused.
-	if alg := labels["octavia_lb_algorithm"]; alg != "" {
+	if alg := labels[LabelOctaviaLBAlgorithm]; alg != "" {
 		want := "ROUND_ROBIN"
-		if labelOr(labels, "octavia_provider") == "ovn" {
+		if labelOr(labels, LabelOctaviaProvider) == "ovn" {
 			want = "SOURCE_IP_PORT"
 		}
 		if alg != want {
-			unhonored = append(unhonored, "octavia_lb_algorithm")
+			unhonored = append(unhonored, LabelOctaviaLBAlgorithm)
 		}
 	}
-	if v, ok := labels["oidc_issuer_url"]; ok && v != "" && labels["oidc_client_id"] == "" {
-		return nil, &LabelError{Label: "oidc_client_id", Value: "", Reason: "is required when oidc_issuer_url is set"}
+	if v, ok := labels[LabelOIDCIssuerURL]; ok && v != "" && labels[LabelOIDCClientID] == "" {
+		return nil, &LabelError{Label: LabelOIDCClientID, Value: "", Reason: "is required when oidc_issuer_url is set"}
 	}
-	for _, l := range []string{"oidc_client_id", "oidc_username_claim", "oidc_username_prefix", "oidc_groups_claim", "oidc_groups_prefix"} {
-		if v := labels[l]; v != "" && labels["oidc_issuer_url"] == "" {
+	for _, l := range []string{LabelOIDCClientID, LabelOIDCUsernameClaim, LabelOIDCUsernamePrefix, LabelOIDCGroupsClaim, LabelOIDCGroupsPrefix} {
+		if v := labels[l]; v != "" && labels[LabelOIDCIssuerURL] == "" {
 			return nil, &LabelError{Label: l, Value: v, Reason: "needs oidc_issuer_url"}
 		}
 	}
@@ -477,11 +479,6 @@ func labelSet(labels map[string]string, name string) bool {
 	return false
 }
 
-func labelBool(labels map[string]string, name string) bool {
-	b, _ := parseBool(labelOr(labels, name))
-	return b
-}
-
 func labelInt(labels map[string]string, name string) int {
 	n, _ := strconv.Atoi(labelOr(labels, name))
 	return n
@@ -493,7 +490,7 @@ var imageVersionRE = regexp.MustCompile(`(?i)kube-?(v\d+\.\d+\.\d+)`)
 // name, else the default. It always carries the leading "v" CAPI wants. Whether the bridge builds
 // that version is CheckKubernetesVersion's decision (the image's own version, the supported range).
 func KubernetesVersion(labels map[string]string, imageName, def string) (string, error) {
-	v := labels["kube_tag"]
+	v := labels[LabelKubeTag]
 	if v == "" {
 		if m := imageVersionRE.FindStringSubmatch(imageName); m != nil {
 			v = m[1]
@@ -503,22 +500,10 @@ func KubernetesVersion(labels map[string]string, imageName, def string) (string,
 		v = def
 	}
 	if !versionRE.MatchString(v) {
-		return "", &LabelError{Label: "kube_tag", Value: v, Reason: "want a Kubernetes version like v1.36.3"}
+		return "", &LabelError{Label: LabelKubeTag, Value: v, Reason: "want a Kubernetes version like v1.36.3"}
 	}
 	if !strings.HasPrefix(v, "v") {
 		v = "v" + v
 	}
 	return v, nil
-}
-
-// ParseVersion splits vX.Y.Z into numbers.
-func ParseVersion(v string) (major, minor, patch int, err error) {
-	m := versionRE.FindStringSubmatch(v)
-	if m == nil {
-		return 0, 0, 0, fmt.Errorf("not a Kubernetes version: %q", v)
-	}
-	major, _ = strconv.Atoi(m[1])
-	minor, _ = strconv.Atoi(m[2])
-	patch, _ = strconv.Atoi(m[3])
-	return major, minor, patch, nil
 }

@@ -6,4 +6,7 @@ func LabelValue(labels map[string]string, name string) string { return labelOr(l
 
 // LabelEnabled is LabelValue read as a boolean; an unparsable value counts as false (ValidateLabels
 // refuses it before anything is rendered).
-func LabelEnabled(labels map[string]string, name string) bool { return labelBool(labels, name) }
+func LabelEnabled(labels map[string]string, name string) bool {
+	b, _ := ParseBool(labelOr(labels, name))
+	return b
+}

@@ -31,18 +31,18 @@ type clusterNetwork struct {
 func podCIDRLabel(networkDriver string, labels map[string]string) string {
 	switch strings.ToLower(networkDriver) {
 	case "calico":
-		return "calico_ipv4pool"
+		return LabelCalicoIPv4Pool
 	case "cilium":
-		return "cilium_ipv4pool"
+		return LabelCiliumIPv4Pool
 	case "flannel":
-		return "flannel_network_cidr"
+		return LabelFlannelNetworkCIDR
 	}
-	for _, l := range []string{"calico_ipv4pool", "cilium_ipv4pool", "flannel_network_cidr"} {
+	for _, l := range []string{LabelCalicoIPv4Pool, LabelCiliumIPv4Pool, LabelFlannelNetworkCIDR} {
 		if labels[l] != "" {
 			return l
 		}
 	}
-	return "calico_ipv4pool"
+	return LabelCalicoIPv4Pool
 }
 
 // resolveNetwork computes the cluster network from the labels and checks the ranges do not overlap:
@@ -63,27 +63,27 @@ func resolveNetwork(in Input) (clusterNetwork, error) {
 	if n.Pods, err = parse(n.podLabel); err != nil {
 		return n, err
 	}
-	if n.Services, err = parse("service_cluster_ip_range"); err != nil {
+	if n.Services, err = parse(LabelServiceClusterIPRange); err != nil {
 		return n, err
 	}
-	n.ServiceDomain = labelOr(labels, "dns_cluster_domain")
+	n.ServiceDomain = labelOr(labels, LabelDNSClusterDomain)
 	if errs := validation.IsDNS1123Subdomain(n.ServiceDomain); len(errs) > 0 {
-		return n, &LabelError{Label: "dns_cluster_domain", Value: n.ServiceDomain, Reason: "want a DNS name like cluster.local"}
+		return n, &LabelError{Label: LabelDNSClusterDomain, Value: n.ServiceDomain, Reason: "want a DNS name like cluster.local"}
 	}
 	if n.Pods.Overlaps(n.Services) {
-		return n, &LabelError{Label: "service_cluster_ip_range", Value: n.Services.String(),
+		return n, &LabelError{Label: LabelServiceClusterIPRange, Value: n.Services.String(),
 			Reason: fmt.Sprintf("overlaps the pod network %s (%s)", n.Pods, n.podLabel)}
 	}
 	if in.Flavor == FlavorOpenStack && in.Template.FixedNetwork == "" {
-		if n.Node, err = parse("fixed_subnet_cidr"); err != nil {
+		if n.Node, err = parse(LabelFixedSubnetCIDR); err != nil {
 			return n, err
 		}
 		for _, other := range []struct {
 			p     netip.Prefix
 			label string
-		}{{n.Pods, n.podLabel}, {n.Services, "service_cluster_ip_range"}} {
+		}{{n.Pods, n.podLabel}, {n.Services, LabelServiceClusterIPRange}} {
 			if n.Node.Overlaps(other.p) {
-				return n, &LabelError{Label: "fixed_subnet_cidr", Value: n.Node.String(),
+				return n, &LabelError{Label: LabelFixedSubnetCIDR, Value: n.Node.String(),
 					Reason: fmt.Sprintf("overlaps %s (%s)", other.p, other.label)}
 			}
 		}

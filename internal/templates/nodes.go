@@ -229,7 +229,7 @@ func inMemoryNodes(c *clusterv1.Cluster, topo topology, labels map[string]string
 		ng := topo.workers[i]
 		// availability_zone (Horizon sends one on every create) is the machines' failure domain, as
 		// on OpenStack; the in-memory machines accept any.
-		if az := labelOr(groupLabels(labels, ng), "availability_zone"); az != "" {
+		if az := labelOr(groupLabels(labels, ng), LabelAvailabilityZone); az != "" {
 			md.FailureDomain = az
 		}
 		// Validation keeps node labels out of the bridge's domain, so the node group label stays.

@@ -121,15 +121,15 @@ func validateGroupLabels(ng NodeGroup) error {
 
 // rootVolume is CAPO's RootVolume from the boot_volume_* labels, or nil to boot from local disk.
 func rootVolume(labels map[string]string) map[string]any {
-	size := labelInt(labels, "boot_volume_size")
+	size := labelInt(labels, LabelBootVolumeSize)
 	if size <= 0 {
 		return nil
 	}
 	rv := map[string]any{"sizeGiB": size}
-	if t := labelOr(labels, "boot_volume_type"); t != "" {
+	if t := labelOr(labels, LabelBootVolumeType); t != "" {
 		rv["type"] = t
 	}
-	if az := labelOr(labels, "boot_volume_availability_zone"); az != "" {
+	if az := labelOr(labels, LabelBootVolumeAvailabilityZone); az != "" {
 		rv["availabilityZone"] = map[string]any{"from": "Name", "name": az}
 	}
 	return rv
@@ -190,9 +190,9 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 		}
 		vars.set(VarManagedSubnets, []any{subnet})
 	}
-	if labelSet(labels, "extra_network_names") {
+	if labelSet(labels, LabelExtraNetworkNames) {
 		ports := []any{map[string]any{}} // the cluster network first, as CAPO's default port would be
-		for _, n := range strings.FieldsFunc(labelOr(labels, "extra_network_names"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		for _, n := range strings.FieldsFunc(labelOr(labels, LabelExtraNetworkNames), func(r rune) bool { return r == ',' || r == ' ' }) {
 			ports = append(ports, map[string]any{"network": neutronParam(n)})
 		}
 		vars.set(VarPorts, ports)
@@ -205,28 +205,28 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 	}
 	vars.set(VarAPIServerLoadBalancer, lb)
 	fip := tmpl.FloatingIPEnabled
-	if labelSet(labels, "master_lb_floating_ip_enabled") {
-		fip = labelBool(labels, "master_lb_floating_ip_enabled")
+	if labelSet(labels, LabelMasterLBFloatingIPEnabled) {
+		fip = LabelEnabled(labels, LabelMasterLBFloatingIPEnabled)
 	}
 	if !fip && !tmpl.MasterLBEnabled {
-		if labelSet(labels, "master_lb_floating_ip_enabled") {
-			return extras, &LabelError{Label: "master_lb_floating_ip_enabled", Value: labels["master_lb_floating_ip_enabled"],
+		if labelSet(labels, LabelMasterLBFloatingIPEnabled) {
+			return extras, &LabelError{Label: LabelMasterLBFloatingIPEnabled, Value: labels[LabelMasterLBFloatingIPEnabled],
 				Reason: "the cluster template has no master load balancer, so the API server needs a floating IP"}
 		}
 		return extras, fmt.Errorf("the cluster template disables floating IPs and has no master load balancer: the API server would be unreachable (enable master_lb_enabled or floating_ip_enabled)")
 	}
 	vars.set(VarDisableAPIServerFloatingIP, !fip)
-	if ip := labelOr(labels, "api_server_floating_ip"); ip != "" {
+	if ip := labelOr(labels, LabelAPIServerFloatingIP); ip != "" {
 		if !fip {
-			return extras, &LabelError{Label: "api_server_floating_ip", Value: ip, Reason: "the API server has no floating IP (master_lb_floating_ip_enabled is false)"}
+			return extras, &LabelError{Label: LabelAPIServerFloatingIP, Value: ip, Reason: "the API server has no floating IP (master_lb_floating_ip_enabled is false)"}
 		}
 		vars.set(VarAPIServerFloatingIP, ip)
 	}
 
 	// Placement.
-	if labelSet(labels, "control_plane_availability_zones") {
-		vars.set(VarControlPlaneAvailabilityZones, splitList(labelOr(labels, "control_plane_availability_zones")))
-	} else if az := labelOr(labels, "availability_zone"); az != "" {
+	if labelSet(labels, LabelControlPlaneAvailabilityZones) {
+		vars.set(VarControlPlaneAvailabilityZones, splitList(labelOr(labels, LabelControlPlaneAvailabilityZones)))
+	} else if az := labelOr(labels, LabelAvailabilityZone); az != "" {
 		vars.set(VarControlPlaneAvailabilityZones, []string{az})
 	}
 	if rv := rootVolume(labels); rv != nil {
@@ -234,41 +234,41 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 	}
 
 	// kubeadm.
-	if prefix := labelOr(labels, "container_infra_prefix"); prefix != "" {
+	if prefix := labelOr(labels, LabelContainerInfraPrefix); prefix != "" {
 		vars.set(VarImageRepository, strings.TrimSuffix(prefix, "/"))
 	}
-	if labelSet(labels, "api_server_cert_sans") {
-		vars.set(VarAPIServerCertSANs, splitList(labelOr(labels, "api_server_cert_sans")))
+	if labelSet(labels, LabelAPIServerCertSANs) {
+		vars.set(VarAPIServerCertSANs, splitList(labelOr(labels, LabelAPIServerCertSANs)))
 	}
-	if v := labelOr(labels, "api_server_tls_cipher_suites"); v != "" {
+	if v := labelOr(labels, LabelAPIServerTLSCipherSuites); v != "" {
 		vars.set(VarAPIServerTLSCipherSuites, strings.Join(splitList(v), ","))
 	}
-	if v := labelOr(labels, "kubelet_tls_cipher_suites"); v != "" {
+	if v := labelOr(labels, LabelKubeletTLSCipherSuites); v != "" {
 		vars.set(VarKubeletTLSCipherSuites, strings.Join(splitList(v), ","))
 	}
-	if labelSet(labels, "admission_control_list") {
-		plugins, err := admissionPlugins(labelOr(labels, "admission_control_list"), version)
+	if labelSet(labels, LabelAdmissionControlList) {
+		plugins, err := admissionPlugins(labelOr(labels, LabelAdmissionControlList), version)
 		if err != nil {
 			return extras, err
 		}
 		vars.set(VarEnableAdmissionPlugins, plugins)
 	}
-	if issuer := labelOr(labels, "oidc_issuer_url"); issuer != "" {
+	if issuer := labelOr(labels, LabelOIDCIssuerURL); issuer != "" {
 		oidc := map[string]any{
-			"issuerURL": issuer, "clientID": labelOr(labels, "oidc_client_id"),
-			"usernameClaim": labelOr(labels, "oidc_username_claim"), "usernamePrefix": labelOr(labels, "oidc_username_prefix"),
+			"issuerURL": issuer, "clientID": labelOr(labels, LabelOIDCClientID),
+			"usernameClaim": labelOr(labels, LabelOIDCUsernameClaim), "usernamePrefix": labelOr(labels, LabelOIDCUsernamePrefix),
 		}
-		for field, label := range map[string]string{"groupsClaim": "oidc_groups_claim", "groupsPrefix": "oidc_groups_prefix"} {
+		for field, label := range map[string]string{"groupsClaim": LabelOIDCGroupsClaim, "groupsPrefix": LabelOIDCGroupsPrefix} {
 			if v := labelOr(labels, label); v != "" {
 				oidc[field] = v
 			}
 		}
 		vars.set(VarOpenIDConnect, oidc)
 	}
-	if labelBool(labels, "audit_log_enabled") {
+	if LabelEnabled(labels, LabelAuditLogEnabled) {
 		vars.set(VarAuditLog, map[string]any{
-			"maxAge": labelInt(labels, "audit_log_max_age"), "maxBackup": labelInt(labels, "audit_log_max_backup"),
-			"maxSize": labelInt(labels, "audit_log_max_size"),
+			"maxAge": labelInt(labels, LabelAuditLogMaxAge), "maxBackup": labelInt(labels, LabelAuditLogMaxBackup),
+			"maxSize": labelInt(labels, LabelAuditLogMaxSize),
 		})
 	}
 	if proxy, err := proxySettings(tmpl, network); err != nil {
@@ -281,10 +281,10 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 	}
 
 	// Control plane: its flavor and server group.
-	autoHeal := labelBool(labels, "auto_healing_enabled")
+	autoHeal := LabelEnabled(labels, LabelAutoHealingEnabled)
 	var cpVars varList
 	cpVars.set(VarMachineFlavor, flavorParam(masterFlavor))
-	policy := labelOr(labels, "server_group_policies")
+	policy := labelOr(labels, LabelServerGroupPolicies)
 	if policy != "none" {
 		name := serverGroupName(clusterName, "control-plane")
 		cpVars.set(VarServerGroup, map[string]any{"filter": map[string]any{"name": name}})
@@ -305,7 +305,7 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 			return extras, err
 		}
 		gl := groupLabels(labels, ng)
-		if az := labelOr(gl, "availability_zone"); az != "" {
+		if az := labelOr(gl, LabelAvailabilityZone); az != "" {
 			md.FailureDomain = az
 		}
 		var mdVars varList
@@ -317,12 +317,12 @@ func openStackTopology(in Input, c *clusterv1.Cluster, topo topology, network cl
 		}
 		if rv, base := rootVolume(gl), rootVolume(labels); !jsonEqual(rv, base) {
 			if rv == nil {
-				return extras, &LabelError{Label: "boot_volume_size", Value: ng.Labels["boot_volume_size"],
+				return extras, &LabelError{Label: LabelBootVolumeSize, Value: ng.Labels[LabelBootVolumeSize],
 					Reason: "node group " + ng.Name + " cannot boot from local disk while the cluster boots from volume"}
 			}
 			mdVars.set(VarRootVolume, rv)
 		}
-		if p := labelOr(gl, "server_group_policies"); p != "none" {
+		if p := labelOr(gl, LabelServerGroupPolicies); p != "none" {
 			name := serverGroupName(clusterName, md.Name)
 			mdVars.set(VarServerGroup, map[string]any{"filter": map[string]any{"name": name}})
 			extras.serverGroups = append(extras.serverGroups, ServerGroup{Name: name, Policy: p})
@@ -357,8 +357,8 @@ func apiServerLoadBalancer(in Input) (map[string]any, error) {
 	labels := in.Cluster.Labels
 	lb := map[string]any{"enabled": in.Template.MasterLBEnabled}
 	fields := []struct{ label, field string }{
-		{"master_lb_allowed_cidrs", "allowedCIDRs"}, {"octavia_provider", "provider"},
-		{"api_server_lb_flavor", "flavor"}, {"api_server_lb_availability_zone", "availabilityZone"},
+		{LabelMasterLBAllowedCIDRs, "allowedCIDRs"}, {LabelOctaviaProvider, "provider"},
+		{LabelAPIServerLBFlavor, "flavor"}, {LabelAPIServerLBAvailabilityZone, "availabilityZone"},
 	}
 	for _, f := range fields {
 		if !labelSet(labels, f.label) {
@@ -398,12 +398,15 @@ func dnsNameservers(v string) ([]string, error) {
 // admissionPlugins is enable-admission-plugins: NodeRestriction (kubeadm's default, which setting
 // the flag would otherwise drop) and the label's plugins, each once, checked against the version.
 func admissionPlugins(list, version string) (string, error) {
-	_, minor, _, _ := ParseVersion(version)
+	minor := 0
+	if v, err := ParseVersion(version); err == nil {
+		minor = int(v.Minor())
+	}
 	out := []string{"NodeRestriction"}
 	seen := map[string]bool{"NodeRestriction": true}
 	for _, p := range splitList(list) {
 		if min := admissionPluginMinMinor[p]; min > minor {
-			return "", &LabelError{Label: "admission_control_list", Value: list,
+			return "", &LabelError{Label: LabelAdmissionControlList, Value: list,
 				Reason: fmt.Sprintf("admission plugin %s needs Kubernetes 1.%d or newer (the cluster runs %s)", p, min, version)}
 		}
 		if !seen[p] {

@@ -170,9 +170,9 @@ func toUnstructured(o runtime.Object, apiVersion, kind string) (*unstructured.Un
 }
 
 func inMemoryClass(in Input) ([]*unstructured.Unstructured, error) {
-	startup, err := time.ParseDuration(labelOr(in.Cluster.Labels, "inmemory_machine_startup"))
+	startup, err := time.ParseDuration(labelOr(in.Cluster.Labels, LabelInmemoryMachineStartup))
 	if err != nil {
-		return nil, &LabelError{Label: "inmemory_machine_startup", Value: in.Cluster.Labels["inmemory_machine_startup"], Reason: "want a duration"}
+		return nil, &LabelError{Label: LabelInmemoryMachineStartup, Value: in.Cluster.Labels[LabelInmemoryMachineStartup], Reason: "want a duration"}
 	}
 	fast := map[string]any{"startupDuration": "2s", "startupJitter": "0.2"}
 	clusterTmpl := obj(InfraGroupVersion, "DevClusterTemplate", classPlaceholder+"-cluster", map[string]any{
@@ -213,7 +213,7 @@ func inMemoryClass(in Input) ([]*unstructured.Unstructured, error) {
 			}}},
 		},
 	}
-	if labelBool(in.Cluster.Labels, "auto_healing_enabled") {
+	if LabelEnabled(in.Cluster.Labels, LabelAutoHealingEnabled) {
 		class.Spec.Workers.MachineDeployments[0].HealthCheck = workerHealthCheck()
 	}
 	cc, err := toUnstructured(class, clusterv1.GroupVersion.String(), "ClusterClass")
@@ -302,7 +302,7 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 			},
 		},
 	}
-	autoscale := labelBool(in.Cluster.Labels, "auto_scaling_enabled")
+	autoscale := LabelEnabled(in.Cluster.Labels, LabelAutoScalingEnabled)
 	for _, ng := range workers {
 		md := clusterv1.MachineDeploymentTopology{
 			Class: WorkerClass,
@@ -313,7 +313,7 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 			},
 		}
 		// Only when set: the class's own health check keeps its default otherwise.
-		if v, set := in.Cluster.Labels["auto_healing_node_timeout"]; set && labelBool(in.Cluster.Labels, "auto_healing_enabled") {
+		if v, set := in.Cluster.Labels[LabelAutoHealingNodeTimeout]; set && LabelEnabled(in.Cluster.Labels, LabelAutoHealingEnabled) {
 			if t, err := strconv.Atoi(v); err == nil && t > 0 {
 				md.HealthCheck.Checks.UnhealthyNodeConditions = unhealthyNodeConditions(int32(t))
 			}
@@ -355,16 +355,16 @@ func MergeLabels(a, b map[string]string) map[string]string {
 func autoscalingBounds(labels map[string]string, ng NodeGroup) (lo int, hi *int, err error) {
 	lo, hi = ng.MinNodeCount, ng.MaxNodeCount
 	if ng.IsDefault {
-		if lo == 0 && labelSet(labels, "min_node_count") {
-			lo = labelInt(labels, "min_node_count")
+		if lo == 0 && labelSet(labels, LabelMinNodeCount) {
+			lo = labelInt(labels, LabelMinNodeCount)
 		}
-		if hi == nil && labelSet(labels, "max_node_count") {
-			n := labelInt(labels, "max_node_count")
+		if hi == nil && labelSet(labels, LabelMaxNodeCount) {
+			n := labelInt(labels, LabelMaxNodeCount)
 			hi = &n
 		}
 	}
 	if hi != nil && lo > *hi {
-		return 0, nil, &LabelError{Label: "min_node_count", Value: strconv.Itoa(lo),
+		return 0, nil, &LabelError{Label: LabelMinNodeCount, Value: strconv.Itoa(lo),
 			Reason: fmt.Sprintf("node group %s: the minimum is above the maximum %d", ng.Name, *hi)}
 	}
 	return lo, hi, nil

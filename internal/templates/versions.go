@@ -7,6 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 )
 
+// ParseVersion reads a Kubernetes version as a label gives it: vX.Y.Z, the "v" optional, nothing
+// around it (no pre-release: CAPI's images are built for releases).
+func ParseVersion(v string) (*version.Version, error) {
+	if !versionRE.MatchString(v) {
+		return nil, fmt.Errorf("not a Kubernetes version: %q", v)
+	}
+	return version.ParseGeneric(v)
+}
+
 // VersionRange is a span of Kubernetes minor versions, both ends included, any patch of them. The
 // zero value is unset (IsZero).
 type VersionRange struct {
@@ -182,7 +191,7 @@ func CheckKubernetesVersion(labels map[string]string, img Image, def string, p V
 		supported = SupportedKubernetesVersions()
 	}
 	own, source := img.OwnVersion()
-	tag := strings.TrimSpace(labels["kube_tag"]) != ""
+	tag := strings.TrimSpace(labels[LabelKubeTag]) != ""
 	fromName := !tag && img.Ref != "" && imageVersionRE.MatchString(img.Ref)
 	tail := "; this cloud supports Kubernetes " + supported.String()
 	switch {
@@ -191,7 +200,7 @@ func CheckKubernetesVersion(labels map[string]string, img Image, def string, p V
 		if supported.Contains(v) {
 			other = ", or choose an image built for " + v
 		}
-		return "", &VersionError{Label: "kube_tag", Version: v, Message: fmt.Sprintf(
+		return "", &VersionError{Label: LabelKubeTag, Version: v, Message: fmt.Sprintf(
 			"kube_tag does not match the Kubernetes version of the image: kube_tag %s, image %s runs %s (%s); set kube_tag to %s or leave it unset%s%s",
 			v, img.display(), own, source, own, other, tail)}
 	case own != "" && !sameVersion(own, v) && !tag:
@@ -207,7 +216,7 @@ func CheckKubernetesVersion(labels map[string]string, img Image, def string, p V
 			"the image's Kubernetes version is not the one this cluster would get: image %s runs %s (%s), without kube_tag the cluster gets %s (%s); set the label kube_tag=%s%s",
 			img.display(), own, source, v, gets, own, tail)}
 	case !supported.Contains(v) && tag:
-		return "", &VersionError{Label: "kube_tag", Version: v, Message: fmt.Sprintf(
+		return "", &VersionError{Label: LabelKubeTag, Version: v, Message: fmt.Sprintf(
 			"kube_tag is outside the Kubernetes versions this cloud supports: kube_tag %s (image %s)%s", v, img.display(), tail)}
 	case !supported.Contains(v) && own != "":
 		return "", &VersionError{Version: v, Message: fmt.Sprintf(

@@ -59,52 +59,52 @@ func OpenStackMatrix() map[string]templates.Input {
 	ids.Template.FixedNetwork = "3c2b1a0f-9e8d-4c7b-a6f5-e4d3c2b1a0f9"
 	ids.Template.FixedSubnet = "6e5d4c3b-2a19-4f8e-b7d6-c5b4a3928170"
 	ids.Template.MasterLBEnabled = false
-	ids.Cluster.Labels = map[string]string{"kube_tag": "v1.35.4"}
+	ids.Cluster.Labels = map[string]string{templates.LabelKubeTag: "v1.35.4"}
 	ids.NodeGroups[0].NodeCount = 3
 	m["openstack-ids-fixed-network-no-lb"] = ids
 
 	lb := BaseOpenStackInput()
 	lb.Cluster.Labels = map[string]string{
-		"master_lb_allowed_cidrs": "192.0.2.0/24, 198.51.100.0/24", "octavia_provider": "ovn",
-		"octavia_lb_algorithm": "SOURCE_IP_PORT", "api_server_lb_flavor": "lb.small",
-		"api_server_lb_availability_zone": "az-lb", "api_server_floating_ip": "203.0.113.10",
+		templates.LabelMasterLBAllowedCIDRs: "192.0.2.0/24, 198.51.100.0/24", templates.LabelOctaviaProvider: "ovn",
+		templates.LabelOctaviaLBAlgorithm: "SOURCE_IP_PORT", templates.LabelAPIServerLBFlavor: "lb.small",
+		templates.LabelAPIServerLBAvailabilityZone: "az-lb", templates.LabelAPIServerFloatingIP: "203.0.113.10",
 	}
 	m["openstack-load-balancer"] = lb
 
 	private := BaseOpenStackInput()
-	private.Cluster.Labels = map[string]string{"master_lb_floating_ip_enabled": "false", "api_master_lb_allowed_cidrs": "10.0.0.0/8"}
+	private.Cluster.Labels = map[string]string{templates.LabelMasterLBFloatingIPEnabled: "false", templates.LabelAPIMasterLBAllowedCIDRs: "10.0.0.0/8"}
 	m["openstack-private-api"] = private
 
 	sec := BaseOpenStackInput()
 	sec.Cluster.Labels = map[string]string{
-		"oidc_issuer_url": "https://id.example.com/realms/k8s", "oidc_client_id": "kubernetes",
-		"oidc_username_claim": "email", "oidc_username_prefix": "oidc:", "oidc_groups_claim": "groups", "oidc_groups_prefix": "oidc:",
-		"audit_log_enabled": "true", "audit_log_maxage": "7", "audit_log_max_backup": "3", "audit_log_max_size": "50",
-		"admission_control_list":       "AlwaysPullImages,PodSecurity,NodeRestriction",
-		"api_server_tls_cipher_suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-		"kubelet_tls_cipher_suites":    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-		"api_server_cert_sans":         "k8s.example.com, 203.0.113.7",
-		"container_infra_prefix":       "registry.example.com:5000/mirror/",
+		templates.LabelOIDCIssuerURL: "https://id.example.com/realms/k8s", templates.LabelOIDCClientID: "kubernetes",
+		templates.LabelOIDCUsernameClaim: "email", templates.LabelOIDCUsernamePrefix: "oidc:", templates.LabelOIDCGroupsClaim: "groups", templates.LabelOIDCGroupsPrefix: "oidc:",
+		templates.LabelAuditLogEnabled: "true", templates.LabelAuditLogMaxage: "7", templates.LabelAuditLogMaxBackup: "3", templates.LabelAuditLogMaxSize: "50",
+		templates.LabelAdmissionControlList:     "AlwaysPullImages,PodSecurity,NodeRestriction",
+		templates.LabelAPIServerTLSCipherSuites: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+		templates.LabelKubeletTLSCipherSuites:   "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+		templates.LabelAPIServerCertSANs:        "k8s.example.com, 203.0.113.7",
+		templates.LabelContainerInfraPrefix:     "registry.example.com:5000/mirror/",
 	}
 	m["openstack-security"] = sec
 
 	ng := BaseOpenStackInput()
 	ng.Cluster.Labels = map[string]string{
-		"boot_volume_size": "40", "boot_volume_type": "ssd", "boot_volume_availability_zone": "az-vol",
-		"availability_zone": "az-1", "control_plane_availability_zones": "az-1,az-2,az-3",
-		"extra_network_names":  "storage-net 9d8c7b6a-5f4e-4d3c-b2a1-0f9e8d7c6b5a",
-		"auto_scaling_enabled": "true", "server_group_policies": "anti-affinity",
+		templates.LabelBootVolumeSize: "40", templates.LabelBootVolumeType: "ssd", templates.LabelBootVolumeAvailabilityZone: "az-vol",
+		templates.LabelAvailabilityZone: "az-1", templates.LabelControlPlaneAvailabilityZones: "az-1,az-2,az-3",
+		templates.LabelExtraNetworkNames:  "storage-net 9d8c7b6a-5f4e-4d3c-b2a1-0f9e8d7c6b5a",
+		templates.LabelAutoScalingEnabled: "true", templates.LabelServerGroupPolicies: "anti-affinity",
 	}
 	ng.NodeGroups[1].MaxNodeCount = intp(5)
 	ng.NodeGroups[1].MinNodeCount = 1
 	ng.NodeGroups = append(ng.NodeGroups,
 		templates.NodeGroup{UUID: "33333333-3333-3333-3333-333333333333", Name: "GPU Workers", Role: "worker", NodeCount: 1,
 			FlavorID: "g1.xlarge", ImageID: "ubuntu-2404-kube-v1.36.3-nvidia",
-			Labels:     map[string]string{"availability_zone": "az-gpu", "boot_volume_size": "100", "server_group_policies": "none"},
+			Labels:     map[string]string{templates.LabelAvailabilityZone: "az-gpu", templates.LabelBootVolumeSize: "100", templates.LabelServerGroupPolicies: "none"},
 			NodeLabels: map[string]string{"accelerator": "nvidia", "node.kubernetes.io/gpu": "true"},
 			NodeTaints: []templates.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}}},
 		templates.NodeGroup{UUID: "44444444-4444-4444-4444-444444444444", Name: "batch", Role: "worker", NodeCount: 2,
-			Labels: map[string]string{"server_group_policies": "soft-affinity"}},
+			Labels: map[string]string{templates.LabelServerGroupPolicies: "soft-affinity"}},
 	)
 	m["openstack-node-groups"] = ng
 
@@ -115,10 +115,10 @@ func OpenStackMatrix() map[string]templates.Input {
 	proxy.Template.NoProxy = "example.com,.internal"
 	proxy.Template.DNSNameserver = "192.0.2.53, 192.0.2.54"
 	proxy.Cluster.Labels = map[string]string{
-		"auto_healing_enabled": "false", "cilium_ipv4pool": "172.16.0.0/16", "service_cluster_ip_range": "172.17.0.0/16",
-		"dns_cluster_domain": "k8s.example", "fixed_subnet_cidr": "192.168.10.0/24",
+		templates.LabelAutoHealingEnabled: "false", templates.LabelCiliumIPv4Pool: "172.16.0.0/16", templates.LabelServiceClusterIPRange: "172.17.0.0/16",
+		templates.LabelDNSClusterDomain: "k8s.example", templates.LabelFixedSubnetCIDR: "192.168.10.0/24",
 		// Labels the bridge reports as not implemented must not stop a rendering.
-		"cinder_csi_enabled": "true", "monitoring_enabled": "false", "cern_enabled": "true",
+		templates.LabelCinderCSIEnabled: "true", templates.LabelMonitoringEnabled: "false", "cern_enabled": "true",
 	}
 	m["openstack-proxy-custom-network-no-healing"] = proxy
 	return m
