@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -42,8 +43,8 @@ func TestWebhookWithKeystone(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.True(t, out.Status.Authenticated)
 	require.Equal(t, "keystone:"+tok.UserID, out.Status.User.Username)
-	require.Contains(t, out.Status.User.Groups, ProjectGroup(tok.ProjectID))
-	require.Contains(t, out.Status.User.Groups, ProjectRoleGroup(tok.ProjectID, "member"))
+	require.Contains(t, out.Status.User.Groups, kubegroup.Project(tok.ProjectID))
+	require.Contains(t, out.Status.User.Groups, kubegroup.ProjectRole(tok.ProjectID, "member"))
 
 	openstack("token", "revoke", tok.ID)
 	require.Eventually(t, func() bool {

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
 // TestProjectNamespacesFromTheCLI creates a cluster as each of two tenants (clouds devstack and
@@ -177,7 +177,7 @@ func requireViewerBinding(t *testing.T, f *fixture, namespace, project string) {
 	}
 	require.NoError(t, err)
 	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: capi.ProjectViewerRole}, rb.RoleRef)
-	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(project)}}, rb.Subjects)
+	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: kubegroup.Project(project)}}, rb.Subjects)
 }
 
 // requireNoPods: a pod cannot be created in the namespace (pods=0). Run as the admin, who is not

@@ -16,6 +16,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates/templatestest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
@@ -206,9 +207,9 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	group := func(name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: name}
 	}
-	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(project))), dry))
+	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(kubegroup.Project(project))), dry))
 	refused("the viewer role for another project's group",
-		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(randomHex(16)))), dry),
+		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(kubegroup.Project(randomHex(16)))), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	refused("the viewer role for a user",
 		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}), dry),
@@ -217,7 +218,7 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group("system:authenticated")), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	refused("the Secret reader role for the project's group",
-		f.bridge.Create(ctx, binding(capi.SecretReaderRole, group(tenantview.ProjectGroup(project))), dry),
+		f.bridge.Create(ctx, binding(capi.SecretReaderRole, group(kubegroup.Project(project))), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	err := f.bridge.Create(ctx, binding("cluster-admin", self), dry)
 	require.True(t, apierrors.IsForbidden(err), "binding cluster-admin to itself: %v", err)
@@ -238,7 +239,7 @@ func TestProjectViewerRBAC(t *testing.T) {
 	var rb rbacv1.RoleBinding
 	require.NoError(t, f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKey{Namespace: ns, Name: capi.ViewerBindingName}, &rb))
 	require.Equal(t, capi.ProjectViewerRole, rb.RoleRef.Name)
-	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(project)}}, rb.Subjects)
+	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: kubegroup.Project(project)}}, rb.Subjects)
 
 	member := tenantview.UserInfo(keystoneIdentity(project))
 	sar := func(a authorizationv1.ResourceAttributes) bool {
