@@ -2,7 +2,6 @@ package tenantview
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -31,12 +30,8 @@ func TestWebhookWithKeystone(t *testing.T) {
 		require.NoError(t, err, "openstack %v (is the local stack up? `make up`)", args)
 		return string(out)
 	}
-	var tok struct {
-		ID        string `json:"id"`
-		ProjectID string `json:"project_id"`
-		UserID    string `json:"user_id"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(openstack("token", "issue", "-f", "json")), &tok))
+	tok, err := testutil.IssueToken("devstack")
+	require.NoError(t, err, "is the local stack up? `make up`")
 	h := NewWebhook(KeystoneValidator{URL: "http://127.0.0.1:5000/v3"}, Options{CacheTTL: time.Second})
 
 	rec, out := review(t, h, "authentication.k8s.io/v1", tok.ID)

@@ -9,8 +9,6 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,18 +22,11 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 var (
-	magnumConf = env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf")
+	magnumConf = testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf")
 	// bridgeConf is the [bridge] file deploy/local/bridge-up.sh writes for the zed bridge.
-	bridgeConf = filepath.Join(env("MCB_ETC", "/etc/magnum-capi-bridge"), "bridge.conf")
-	kubectlBin = env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
+	bridgeConf = filepath.Join(testutil.Env("MCB_ETC", "/etc/magnum-capi-bridge"), "bridge.conf")
+	kubectlBin = testutil.Env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
 )
 
 // requireStack returns the management cluster's admin kubeconfig; it fails when `make up` has not run.
@@ -109,12 +100,6 @@ func kubectl(t *testing.T, kubeconfig string, stdin string, args ...string) (str
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-func suffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func writeFile(t *testing.T, name, text string) string {

@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,15 +20,6 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc/rpctest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
-
-func freePort(tb testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // proxyKubeconfig is a kubeconfig for a counting proxy; with a client certificate when the
 // client insists on one (the peer's driver asserts it has one).
@@ -78,7 +68,7 @@ func (e *benchEnv) startBridge(b *testing.B) *side {
 	proxy := startCountingProxy(b, e.ca, upstream)
 	kubeconfig := filepath.Join(e.dir, "bridge.kubeconfig")
 	e.proxyKubeconfig(b, kubeconfig, proxy.URL, false)
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	metrics := testutil.FreeAddr(b)
 	conf := filepath.Join(e.dir, "bridge.conf")
 	writeConf(b, conf, fmt.Sprintf(`[DEFAULT]
 transport_url = %s

@@ -208,7 +208,7 @@ func newHarness(b *testing.B, cfg scaleConfig) *harness {
 	}
 
 	broker := rpctest.NewVhost(b)
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	metricsAddr := testutil.FreeAddr(b)
 	h.metrics = "http://" + metricsAddr
 	conf := filepath.Join(h.dir, "magnum.conf")
 	writeFile(b, conf, []byte(fmt.Sprintf(`[DEFAULT]
