@@ -81,3 +81,15 @@ func IssueToken(cloud string, extraEnv ...string) (Token, error) {
 	}
 	return tok, nil
 }
+
+// GoBuild builds the package of this module at pkg (relative to RepoRoot, e.g.
+// "./cmd/magnum-capi-bridge") into the file out, and fails the test with the compiler's output when
+// it does not build.
+func GoBuild(t testing.TB, pkg, out string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+}

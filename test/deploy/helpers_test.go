@@ -44,7 +44,6 @@ func requireStack(t *testing.T) string {
 var (
 	buildOnce sync.Once
 	binPath   string
-	buildErr  error
 )
 
 // bridgeBinary builds cmd/magnum-capi-bridge once per test binary.
@@ -52,26 +51,14 @@ func bridgeBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "mcb-deploy-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "magnum-capi-bridge")
-		out, err := exec.Command("go", "build", "-o", binPath, filepath.Join(testutil.RepoRoot(), "cmd", "magnum-capi-bridge")).CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err, string(out)}
-		}
+		require.NoError(t, err)
+		path := filepath.Join(dir, "magnum-capi-bridge")
+		testutil.GoBuild(t, "./cmd/magnum-capi-bridge", path)
+		binPath = path
 	})
-	require.NoError(t, buildErr)
+	require.NotEmpty(t, binPath, "the bridge did not build (see the first test that built it)")
 	return binPath
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
 
 // runBridge runs the binary and returns its exit code, stdout and stderr.
 func runBridge(t *testing.T, timeout time.Duration, args ...string) (int, string, string) {

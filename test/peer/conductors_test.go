@@ -100,11 +100,7 @@ leader_election = false
 		b.Fatal(err)
 	}
 	bin := filepath.Join(e.root, "bin", "magnum-capi-bridge")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/magnum-capi-bridge")
-	build.Dir = e.root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the bridge: %v\n%s", err, out)
-	}
+	testutil.GoBuild(b, "./cmd/magnum-capi-bridge", bin)
 	cmd := exec.Command(bin, "--config-file", magnumConf, "--config-file", conf)
 	logPath := filepath.Join(e.dir, "bridge.log")
 	startProcess(b, cmd, logPath)

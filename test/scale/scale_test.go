@@ -171,11 +171,7 @@ func newHarness(b *testing.B, cfg scaleConfig) *harness {
 	h.prefix = "mcbs" + rpctest.RandomSuffix()[:6] + "-"
 	start := time.Now()
 	bin := filepath.Join(h.dir, "magnum-capi-bridge")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/magnum-capi-bridge")
-	build.Dir = testutil.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the bridge: %v\n%s", err, out)
-	}
+	testutil.GoBuild(b, "./cmd/magnum-capi-bridge", bin)
 	h.api = startAPIServer(b, h.dir)
 	h.api.installCRDs(b)
 	scheme, err := capi.NewScheme()
