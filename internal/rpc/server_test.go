@@ -372,7 +372,7 @@ func TestPerKeyOrdering(t *testing.T) {
 }
 
 // TestQueueConfigurations: with quorum or durable settings the server and client declare
-// exactly what oslo.messaging declares (the literal tables below are spec §2.2 and
+// exactly what oslo.messaging declares (the literal tables below are those of oslo.messaging's
 // impl_rabbit._get_queue_arguments), so the broker accepts Python's declarations unchanged.
 func TestQueueConfigurations(t *testing.T) {
 	cases := []struct {

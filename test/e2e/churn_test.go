@@ -32,7 +32,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-// TestChurnWithReplicas is issue 11's must-show: three replicas of the bridge on the local stack;
+// TestChurnWithReplicas: three replicas of the bridge on the local stack;
 // MCB_CHURN_CLUSTERS clusters (20) created and MCB_CHURN_DELETES of them (10) deleted concurrently
 // through the real CLI, while the leader and then one other replica are SIGKILLed at random points
 // (seeded: MCB_CHURN_SEED) and started again. Every cluster must end in its final state, with one CA

@@ -117,8 +117,8 @@ leader_election = false
 }
 
 // startPeer runs the real magnum-conductor 23.0.0 of the chroot with magnum-capi-helm
-// (deploy/local/peer-up.sh installed it, helm and the chart), as shared/reference/peer-capi-helm.md
-// did: magnum.conf of the chroot, then a file of its own; a clean environment (requests would
+// (deploy/local/peer-up.sh installed it, helm and the chart), the way a real deployment runs it:
+// magnum.conf of the chroot, then a file of its own; a clean environment (requests would
 // prefer REQUESTS_CA_BUNDLE over the kubeconfig's CA).
 func (e *benchEnv) startPeer(b *testing.B) *side {
 	ctx := context.Background()

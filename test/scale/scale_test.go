@@ -1,4 +1,4 @@
-// Package scale is issue 16's scale harness: the bridge's real binary, real RabbitMQ (its own
+// Package scale is the bridge's scale harness: the bridge's real binary, real RabbitMQ (its own
 // vhost), real MariaDB (its own database with Magnum's schema) and a real kube-apiserver of its
 // own, with Cluster API's controllers replaced by a CAPI simulation (capisim_test.go). It runs only
 // with MCB_SCALE=1 (`make bench-scale`); see BenchmarkScale.
@@ -113,7 +113,7 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 	return c
 }
 
-// BenchmarkScale measures issue 16's figures in one run (-benchtime 1x; b.N > 1 is refused):
+// BenchmarkScale measures the scale figures in one run (-benchtime 1x; b.N > 1 is refused):
 //
 //	MCB_SCALE=1 go test -tags integration,e2e -run '^$' -bench '^BenchmarkScale$' -benchtime 1x -timeout 3h ./test/scale
 //
