@@ -3,7 +3,7 @@
 // the local development stack (deploy/local/openstack/up.sh), not of the bridge. It also keeps Nova
 // server groups in memory, per project; with --keystone-url the project is the one of the request's
 // token, validated with that Keystone. With --boot, servers boot their kubeadm user data into nodes of
-// simulated workload clusters (internal/fakeopenstack/boot).
+// simulated workload clusters (test/fakeopenstack/boot).
 //
 //	fake-openstack [--image-listen 127.0.0.1:9292] [--compute-listen 127.0.0.1:8774]
 //	               [--network-listen 127.0.0.1:9696] [--seed extra.json] [--request-log file.jsonl]
@@ -29,8 +29,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack/boot"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack/boot"
 )
 
 func main() {

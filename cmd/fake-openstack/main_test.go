@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
 )
 
 func TestPrintSeedMergesTheSeedFile(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -60,7 +59,7 @@ func TestObservability(t *testing.T) {
 	prefix := "mcbo" + suffix + "-"
 	project, user := strings.ReplaceAll(uuid.NewString(), "-", ""), strings.ReplaceAll(uuid.NewString(), "-", "")
 	host := "mcbtest-observe-" + suffix
-	metricsAddr := freeAddr(t)
+	metricsAddr := testutil.FreeAddr(t)
 	transport := fmt.Sprintf("rabbit://guest:guest@127.0.0.1:%d/", node.Port)
 
 	// The Lease in a namespace of the test's own (the bridge's usual one exists only after make up).
@@ -131,7 +130,7 @@ leader_election_namespace = %s
 		_ = w.Close()
 	})
 	base := "http://" + metricsAddr
-	eventually(t, 90*time.Second, "/readyz ready", func() error { return ready(base, true) })
+	testutil.Eventually(t, 90*time.Second, "/readyz ready", func() error { return ready(base, true) })
 	code, body := get(t, base+"/healthz")
 	assert.Equal(t, 200, code, body)
 
@@ -185,7 +184,7 @@ leader_election_namespace = %s
 			t.Logf("cleanup: cluster_delete: %v", err)
 			return
 		}
-		eventually(t, 3*time.Minute, "cluster deleted", func() error {
+		testutil.Eventually(t, 3*time.Minute, "cluster deleted", func() error {
 			if _, err := st.GetCluster(cctx, id); err == nil {
 				return fmt.Errorf("cluster row still there")
 			}
@@ -194,7 +193,7 @@ leader_election_namespace = %s
 	})
 
 	start := time.Now()
-	eventually(t, 5*time.Minute, "CREATE_COMPLETE", func() error {
+	testutil.Eventually(t, 5*time.Minute, "CREATE_COMPLETE", func() error {
 		row, err := st.GetCluster(ctx, id)
 		if err != nil {
 			return err
@@ -207,7 +206,7 @@ leader_election_namespace = %s
 	t.Logf("cluster %s CREATE_COMPLETE after %s", id, time.Since(start).Round(time.Second))
 
 	// The histograms moved.
-	eventually(t, 10*time.Second, "status lag observed", func() error {
+	testutil.Eventually(t, 10*time.Second, "status lag observed", func() error {
 		after := scrape(t, base)
 		for _, m := range []struct {
 			name   string
@@ -282,7 +281,7 @@ leader_election_namespace = %s
 	// RabbitMQ stops: not ready within 10 s; the heartbeat stops, so magnum-api shows it down.
 	stopped := time.Now()
 	node.Stop(t)
-	eventually(t, 10*time.Second, "/readyz not ready", func() error { return ready(base, false) })
+	testutil.Eventually(t, 10*time.Second, "/readyz not ready", func() error { return ready(base, false) })
 	t.Logf("/readyz not ready %.1f s after RabbitMQ stopped", time.Since(stopped).Seconds())
 	errs := scrape(t, base)
 	assert.GreaterOrEqual(t, count(errs, "magnum_capi_bridge_dependency_errors_total", map[string]string{"dependency": "rabbitmq"}), 1.0)
@@ -292,7 +291,7 @@ leader_election_namespace = %s
 	require.NotNil(t, svc)
 	lastSeen := *svc.LastSeenUp
 	// magnum-api's rule (servicegroup): up while last_seen_up is within service_down_time (6 s here).
-	eventually(t, 20*time.Second, "magnum_service down by magnum-api's rule", func() error {
+	testutil.Eventually(t, 20*time.Second, "magnum_service down by magnum-api's rule", func() error {
 		svc, err := st.GetService(ctx, host, "magnum-conductor")
 		if err != nil {
 			return err
@@ -310,9 +309,9 @@ leader_election_namespace = %s
 
 	restarted := time.Now()
 	node.Start(t)
-	eventually(t, 60*time.Second, "/readyz ready again", func() error { return ready(base, true) })
+	testutil.Eventually(t, 60*time.Second, "/readyz ready again", func() error { return ready(base, true) })
 	t.Logf("/readyz ready %.1f s after RabbitMQ started again", time.Since(restarted).Seconds())
-	eventually(t, 10*time.Second, "heartbeat resumed", func() error {
+	testutil.Eventually(t, 10*time.Second, "heartbeat resumed", func() error {
 		svc, err := st.GetService(ctx, host, "magnum-conductor")
 		if err != nil {
 			return err
@@ -409,7 +408,7 @@ func startListener(t *testing.T, transport string) *listenerProc {
 func (l *listenerProc) wait(t *testing.T, timeout time.Duration, eventType, outcome string) notification {
 	t.Helper()
 	var found notification
-	eventually(t, timeout, eventType+" "+outcome, func() error {
+	testutil.Eventually(t, timeout, eventType+" "+outcome, func() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, n := range l.got {
@@ -454,14 +453,6 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url) //nolint:noctx // a test against 127.0.0.1
@@ -493,21 +484,6 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	require.NoError(t, err)
 	return families
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = check(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // series returns the metrics of family name whose labels include want.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
 )
 
 func TestKubernetesVersionOptions(t *testing.T) {

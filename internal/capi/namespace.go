@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
 // Names of the per-project objects next to the namespace.
@@ -37,7 +37,7 @@ const (
 	// cannot be confined that way, and Secrets elsewhere (kube-system, CAPO's) are none of its business.
 	SecretReaderRole = "magnum-capi-bridge-secret-reader"
 	// ViewerBindingName binds ProjectViewerRole to the project's Keystone group
-	// (tenantview.ProjectGroup) in a project namespace, when [bridge] tenant_view is on.
+	// (kubegroup.Project) in a project namespace, when [bridge] tenant_view is on.
 	ViewerBindingName = "magnum-project-viewers"
 	// ProjectViewerRole is the ClusterRole (deploy/kubernetes/rbac.yaml) of a project's members in
 	// their namespace: get, list and watch of the CAPI objects and events; no Secrets, no writes.
@@ -289,7 +289,7 @@ func viewerBinding(namespace, projectID string) *rbacv1.RoleBinding {
 		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: ViewerBindingName, Namespace: namespace,
 			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(projectID)}},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: kubegroup.Project(projectID)}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProjectViewerRole},
 	}
 }

@@ -41,35 +41,17 @@ type e2eEnv struct {
 	creds               *keystone.ClusterCredentials
 }
 
-func e2eUnavailable(t *testing.T, why string) {
-	t.Helper()
-	t.Fatalf("%s (the e2e tier needs the local stack: `make up`)", why)
-}
-
-func passwordToken(ctx context.Context, t *testing.T, cloud string) string {
-	t.Helper()
-	opts, err := clientconfig.AuthOptions(&clientconfig.ClientOpts{Cloud: cloud})
-	require.NoError(t, err, cloud)
-	provider, err := openstack.AuthenticatedClient(ctx, *opts)
-	if err != nil {
-		e2eUnavailable(t, fmt.Sprintf("Keystone at %s does not authenticate %s (start the local stack with `make up`): %v", opts.IdentityEndpoint, cloud, err))
-	}
-	return provider.Token()
-}
-
 // computeE2E issues a fresh pair of cluster credentials for demo and deletes them at the end.
 func computeE2E(t *testing.T) *e2eEnv {
 	t.Helper()
 	testutil.Require(t, testutil.E2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: "devstack"})
-	if err != nil {
-		e2eUnavailable(t, fmt.Sprintf("no cloud devstack in clouds.yaml (written by deploy/local/openstack/up.sh to /etc/openstack/clouds.yaml): %v", err))
-	}
+	cloud := testutil.Cloud(t, "devstack")
 	env := &e2eEnv{authURL: cloud.AuthInfo.AuthURL, region: cloud.RegionName}
-	env.demoToken = passwordToken(ctx, t, "devstack")
-	env.altToken = passwordToken(ctx, t, "devstack-alt")
+	env.demoToken = testutil.PasswordToken(ctx, t, "devstack")
+	env.altToken = testutil.PasswordToken(ctx, t, "devstack-alt")
+	var err error
 	env.demo, err = keystone.NewClient(ctx, env.authURL, keystone.NewSecret(env.demoToken))
 	require.NoError(t, err)
 	env.clusterUUID = uuid.NewString()

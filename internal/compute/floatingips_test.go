@@ -1,6 +1,6 @@
 package compute
 
-// Releasing CAPO's leftover floating IPs against the fake Neutron of internal/fakeopenstack, in
+// Releasing CAPO's leftover floating IPs against the fake Neutron of test/fakeopenstack, in
 // process, as project-a (servergroups_test.go's tokens).
 
 import (
@@ -16,7 +16,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
 )
 
 type fakeNeutron struct{ url string }

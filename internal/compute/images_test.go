@@ -1,6 +1,6 @@
 package compute
 
-// Looking a template's image up in the fake Glance of internal/fakeopenstack, in process, as
+// Looking a template's image up in the fake Glance of test/fakeopenstack, in process, as
 // project-a (servergroups_test.go's tokens).
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
 )
 
 func glanceClient(t *testing.T, seed fakeopenstack.Seed) *Client {

@@ -1,6 +1,6 @@
 package compute
 
-// Server groups against the fake Nova of internal/fakeopenstack, in process. The client is built
+// Server groups against the fake Nova of test/fakeopenstack, in process. The client is built
 // around a fixed token here (the fake resolves it to a project with WithCallers); authentication
 // and the catalog are covered by e2e_test.go against the local stack's Keystone.
 
@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
 )
 
 const testToken = "token-of-project-a"

@@ -207,18 +207,6 @@ func newClient(t testing.TB, o Options) *Client {
 	return c
 }
 
-// eventually polls cond until it holds or the timeout expires.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // settledGoroutines waits until the goroutine count stops falling and returns it.
 func settledGoroutines() int {
 	prev := runtime.NumGoroutine()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/logctx"
 )
 
@@ -51,11 +53,11 @@ func TestObserveAndConsuming(t *testing.T) {
 	if err := c.Cast(context.Background(), "no_such_thing", map[string]any{}, rctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "both messages finished", func() bool {
+	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == 3
-	})
+	}, 10*time.Second, 20*time.Millisecond, "both messages finished")
 	mu.Lock()
 	byOutcome := map[string]Observation{}
 	for _, ob := range seen {
@@ -74,9 +76,9 @@ func TestObserveAndConsuming(t *testing.T) {
 	if a := <-attrs; a != [3]string{"c-7", "cluster_update", "req-observe-1"} {
 		t.Errorf("log attributes %v", a)
 	}
-	eventually(t, 5*time.Second, "nothing in flight", func() bool { return srv.Stats().InFlight == 0 })
+	require.Eventually(t, func() bool { return srv.Stats().InFlight == 0 }, 5*time.Second, 20*time.Millisecond, "nothing in flight")
 
 	b.CloseConnections(t, "test: broker gone")
-	eventually(t, 2*time.Second, "not consuming once the connection is cut", func() bool { return !srv.Consuming() || srv.Stats().Sessions >= 2 })
-	eventually(t, 10*time.Second, "consuming again", func() bool { return srv.Consuming() && srv.Stats().Sessions >= 2 })
+	require.Eventually(t, func() bool { return !srv.Consuming() || srv.Stats().Sessions >= 2 }, 2*time.Second, 20*time.Millisecond, "not consuming once the connection is cut")
+	require.Eventually(t, func() bool { return srv.Consuming() && srv.Stats().Sessions >= 2 }, 10*time.Second, 20*time.Millisecond, "consuming again")
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,6 +14,9 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 func TestCastAndCall(t *testing.T) {
@@ -72,7 +74,7 @@ func TestCastAndCall(t *testing.T) {
 	}
 	t.Logf("two calls in %s", time.Since(start))
 	// The caller can see a reply before the server has counted its confirm.
-	eventually(t, 5*time.Second, "second reply counted", func() bool { return srv.Stats().Replies == 2 })
+	require.Eventually(t, func() bool { return srv.Stats().Replies == 2 }, 5*time.Second, 20*time.Millisecond, "second reply counted")
 	if st := srv.Stats(); st.Handled != 3 || st.Failed != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -184,10 +186,10 @@ func TestRedeliveryToNewServerAfterCrash(t *testing.T) {
 	}
 	b.CloseConnections(t, "test: cut the server mid-handler")
 	// Server A reconnects and receives the redelivery, which waits behind the stuck original.
-	eventually(t, 15*time.Second, "server A to reconnect and get the redelivery", func() bool {
+	require.Eventually(t, func() bool {
 		st := srvA.Stats()
 		return st.Sessions >= 2 && st.Redelivered >= 1
-	})
+	}, 15*time.Second, 20*time.Millisecond, "server A to reconnect and get the redelivery")
 	if err := srvA.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestRedeliveryToNewServerAfterCrash(t *testing.T) {
 	if !r.Redelivered || r.UniqueID != first.UniqueID {
 		t.Fatalf("server B got %+v, want the redelivered %s", *r, first.UniqueID)
 	}
-	eventually(t, 5*time.Second, "ack on server B", func() bool { return queueDepth(t, b, o.Topic) == 0 })
+	require.Eventually(t, func() bool { return queueDepth(t, b, o.Topic) == 0 }, 5*time.Second, 20*time.Millisecond, "ack on server B")
 	if st := srvB.Stats(); st.Handled != 1 {
 		t.Fatalf("server B stats %+v", st)
 	}
@@ -251,7 +253,7 @@ func TestDuplicateSuppression(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "duplicate cast recognised", func() bool { return srv.Stats().Duplicates >= 1 })
+	require.Eventually(t, func() bool { return srv.Stats().Duplicates >= 1 }, 10*time.Second, 20*time.Millisecond, "duplicate cast recognised")
 	if n := count(msg.UniqueID); n != 1 {
 		t.Fatalf("cast ran %d times", n)
 	}
@@ -279,11 +281,11 @@ func TestDuplicateSuppression(t *testing.T) {
 	<-started
 	before := srv.Stats()
 	b.CloseConnections(t, "test: drop before ack")
-	eventually(t, 15*time.Second, "redelivery after reconnect", func() bool { return srv.Stats().Redelivered > before.Redelivered })
+	require.Eventually(t, func() bool { return srv.Stats().Redelivered > before.Redelivered }, 15*time.Second, 20*time.Millisecond, "redelivery after reconnect")
 	close(release)
-	eventually(t, 10*time.Second, "redelivered copy recognised as duplicate", func() bool {
+	require.Eventually(t, func() bool {
 		return srv.Stats().Duplicates > before.Duplicates && queueDepth(t, b, o.Topic) == 0
-	})
+	}, 10*time.Second, 20*time.Millisecond, "redelivered copy recognised as duplicate")
 	if n := count(slow.UniqueID); n != 1 {
 		t.Fatalf("redelivered message ran %d times", n)
 	}
@@ -370,7 +372,7 @@ func TestPerKeyOrdering(t *testing.T) {
 }
 
 // TestQueueConfigurations: with quorum or durable settings the server and client declare
-// exactly what oslo.messaging declares (the literal tables below are spec §2.2 and
+// exactly what oslo.messaging declares (the literal tables below are those of oslo.messaging's
 // impl_rabbit._get_queue_arguments), so the broker accepts Python's declarations unchanged.
 func TestQueueConfigurations(t *testing.T) {
 	cases := []struct {
@@ -529,7 +531,7 @@ func TestMalformedMessages(t *testing.T) {
 	if !errors.As(err, &re) || re.Class != "InvalidParameterValue" {
 		t.Fatalf("call with invalid args: %v", err)
 	}
-	eventually(t, 15*time.Second, "all bad casts parked", func() bool { return srv.Stats().Parked == int64(len(bad)) })
+	require.Eventually(t, func() bool { return srv.Stats().Parked == int64(len(bad)) }, 15*time.Second, 20*time.Millisecond, "all bad casts parked")
 	parked := map[string]string{}
 	for i := 0; i < len(bad); i++ {
 		d, ok, err := ch.Get(srv.ParkingQueue(), true)
@@ -629,7 +631,7 @@ func TestExpiredCallNotExecuted(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("want a timeout, got %v", err)
 	}
-	eventually(t, 10*time.Second, "expired call answered", func() bool { st := srv.Stats(); return st.Expired == 1 && st.Replies == 1 })
+	require.Eventually(t, func() bool { st := srv.Stats(); return st.Expired == 1 && st.Replies == 1 }, 10*time.Second, 20*time.Millisecond, "expired call answered")
 	if callRan.Load() {
 		t.Fatal("an expired call was executed")
 	}
@@ -665,11 +667,11 @@ func TestRetryableErrors(t *testing.T) {
 	if err := c.Cast(context.Background(), "broken", map[string]any{"uuid": "c-2"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "exhausted cast parked", func() bool { return srv.Stats().Parked == 1 })
+	require.Eventually(t, func() bool { return srv.Stats().Parked == 1 }, 10*time.Second, 20*time.Millisecond, "exhausted cast parked")
 	if st := srv.Stats(); st.Retried != 2+3 {
 		t.Fatalf("retries %+v", st)
 	}
-	eventually(t, 5*time.Second, "queue drained", func() bool { return queueDepth(t, b, o.Topic) == 0 })
+	require.Eventually(t, func() bool { return queueDepth(t, b, o.Topic) == 0 }, 5*time.Second, 20*time.Millisecond, "queue drained")
 }
 
 // TestGracefulShutdownRequeues: cancelling Run lets the running handler finish and requeues
@@ -703,7 +705,7 @@ func TestGracefulShutdownRequeues(t *testing.T) {
 	if finished.Load() != 1 {
 		t.Fatalf("the running handler should have finished (finished=%d)", finished.Load())
 	}
-	eventually(t, 5*time.Second, "4 messages back in the queue", func() bool { return queueDepth(t, b, o.Topic) == 4 })
+	require.Eventually(t, func() bool { return queueDepth(t, b, o.Topic) == 4 }, 5*time.Second, 20*time.Millisecond, "4 messages back in the queue")
 }
 
 // TestReplyQueueAppearsLate: a reply to a missing queue is retried (mandatory + returns) and
@@ -730,12 +732,12 @@ func TestReplyQueueAppearsLate(t *testing.T) {
 	if _, err := ch.QueueDeclare(late, false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "late reply delivered", func() bool { return queueDepth(t, b, late) == 1 })
+	require.Eventually(t, func() bool { return queueDepth(t, b, late) == 1 }, 5*time.Second, 20*time.Millisecond, "late reply delivered")
 
 	never := "reply_" + newUUIDHex()
 	publishCall(never)
-	eventually(t, 10*time.Second, "reply to a missing queue dropped", func() bool { return srv.Stats().RepliesDropped == 1 })
-	eventually(t, 5*time.Second, "both calls acknowledged", func() bool { return queueDepth(t, b, o.Topic) == 0 })
+	require.Eventually(t, func() bool { return srv.Stats().RepliesDropped == 1 }, 10*time.Second, 20*time.Millisecond, "reply to a missing queue dropped")
+	require.Eventually(t, func() bool { return queueDepth(t, b, o.Topic) == 0 }, 5*time.Second, 20*time.Millisecond, "both calls acknowledged")
 }
 
 // TestNoGoroutineLeakOnReconnect forces several broker-side disconnects and checks that
@@ -763,7 +765,7 @@ func TestNoGoroutineLeakOnReconnect(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		sessions := srv.Stats().Sessions
 		b.CloseConnections(t, fmt.Sprintf("test: forced disconnect %d", i))
-		eventually(t, 20*time.Second, "server reconnect", func() bool { return srv.Stats().Sessions > sessions })
+		require.Eventually(t, func() bool { return srv.Stats().Sessions > sessions }, 20*time.Second, 20*time.Millisecond, "server reconnect")
 		call()
 	}
 	after := settledGoroutines()
@@ -815,7 +817,7 @@ func queueDepth(t testing.TB, b interface {
 func TestFailoverAcrossHosts(t *testing.T) {
 	b := sharedBroker(t)
 	o, _ := testOptions(t, b)
-	dead := Host{Hostname: "127.0.0.1", Port: closedPort(t), Username: b.User, Password: b.Password}
+	dead := Host{Hostname: "127.0.0.1", Port: testutil.FreePort(t), Username: b.User, Password: b.Password}
 	o.Hosts = []Host{dead, o.Hosts[0], dead}
 	startServer(t, o, map[string]Handler{"ping_conductor": func(context.Context, *Request) (any, error) { return true, nil }})
 	for i := 0; i < 3; i++ { // each new client may start on any host
@@ -824,15 +826,4 @@ func TestFailoverAcrossHosts(t *testing.T) {
 			t.Fatalf("call through failover: %s %v", res, err)
 		}
 	}
-}
-
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc/rpctest"
 )
@@ -164,8 +165,8 @@ func TestBrokerRestartMidStream(t *testing.T) {
 		streamErr <- nil
 	}()
 
-	eventually(t, time.Minute, "first part of the stream", func() bool { return sent.Load() >= restartAfter })
-	eventually(t, time.Minute, "messages before the gate handled", func() bool { return handledDistinct.Load() == gateSeq })
+	require.Eventually(t, func() bool { return sent.Load() >= restartAfter }, time.Minute, 20*time.Millisecond, "first part of the stream")
+	require.Eventually(t, func() bool { return handledDistinct.Load() == gateSeq }, time.Minute, 20*time.Millisecond, "messages before the gate handled")
 	restartStart := time.Now()
 	backlog := sent.Load() - handledDistinct.Load()
 	node.Stop(t)
@@ -184,7 +185,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("stream did not finish")
 	}
-	eventually(t, 2*time.Minute, "every cast handled", func() bool { return handledDistinct.Load() == total })
+	require.Eventually(t, func() bool { return handledDistinct.Load() == total }, 2*time.Minute, 20*time.Millisecond, "every cast handled")
 	mu.Lock()
 	defer mu.Unlock()
 	for seq := 0; seq < total; seq++ {
@@ -199,5 +200,5 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	t.Logf("server stats after restart: %+v", st)
 	// The private node can also cut connections (rpctest drives it with its own cookie).
 	node.CloseConnections(t, "test: private node disconnect")
-	eventually(t, 30*time.Second, "reconnect after a forced close", func() bool { return srv.Stats().Sessions > st.Sessions })
+	require.Eventually(t, func() bool { return srv.Stats().Sessions > st.Sessions }, 30*time.Second, 20*time.Millisecond, "reconnect after a forced close")
 }

@@ -2,7 +2,6 @@ package tenantview
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -30,20 +30,16 @@ func TestWebhookWithKeystone(t *testing.T) {
 		require.NoError(t, err, "openstack %v (is the local stack up? `make up`)", args)
 		return string(out)
 	}
-	var tok struct {
-		ID        string `json:"id"`
-		ProjectID string `json:"project_id"`
-		UserID    string `json:"user_id"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(openstack("token", "issue", "-f", "json")), &tok))
+	tok, err := testutil.IssueToken("devstack")
+	require.NoError(t, err, "is the local stack up? `make up`")
 	h := NewWebhook(KeystoneValidator{URL: "http://127.0.0.1:5000/v3"}, Options{CacheTTL: time.Second})
 
 	rec, out := review(t, h, "authentication.k8s.io/v1", tok.ID)
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.True(t, out.Status.Authenticated)
 	require.Equal(t, "keystone:"+tok.UserID, out.Status.User.Username)
-	require.Contains(t, out.Status.User.Groups, ProjectGroup(tok.ProjectID))
-	require.Contains(t, out.Status.User.Groups, ProjectRoleGroup(tok.ProjectID, "member"))
+	require.Contains(t, out.Status.User.Groups, kubegroup.Project(tok.ProjectID))
+	require.Contains(t, out.Status.User.Groups, kubegroup.ProjectRole(tok.ProjectID, "member"))
 
 	openstack("token", "revoke", tok.ID)
 	require.Eventually(t, func() bool {

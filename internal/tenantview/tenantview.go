@@ -22,41 +22,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 )
 
-// Group and user names. Every name the webhook hands to the apiserver starts with Prefix, so that no
-// Keystone name can collide with a Kubernetes one ("system:masters", a ServiceAccount, another
-// authenticator's users).
+// Extra fields of the user the webhook hands to the apiserver (its user and group names are
+// kubegroup's). ExtraUserName etc. carry the Keystone names for audit logs; RBAC uses only the group
+// names.
 const (
-	Prefix = "keystone:"
-	// ExtraUserName etc. carry the Keystone names for audit logs; RBAC uses only the group names.
 	ExtraUserName    = "keystone.openstack.org/user-name"
 	ExtraUserDomain  = "keystone.openstack.org/user-domain-id"
 	ExtraProjectName = "keystone.openstack.org/project-name"
 	ExtraProjectID   = "keystone.openstack.org/project-id"
 )
 
-// ProjectGroup is the group of every token scoped to the project, whatever its roles: the subject
-// of the project namespace's viewer RoleBinding.
-func ProjectGroup(projectID string) string { return Prefix + "project:" + projectID }
-
-// ProjectRoleGroup is the group of the tokens scoped to the project with the role (lower case, as
-// Keystone role names compare case-insensitively).
-func ProjectRoleGroup(projectID, role string) string {
-	return ProjectGroup(projectID) + ":role:" + strings.ToLower(role)
-}
-
 // UserInfo maps a validated Keystone identity to the Kubernetes user: username "keystone:<user id>"
 // (ids are stable, names can be reused), the project and project-role groups when the token is
 // project-scoped, and the names as extra fields.
 func UserInfo(who keystone.Identity) authenticationv1.UserInfo {
-	u := authenticationv1.UserInfo{Username: Prefix + who.UserID, UID: who.UserID,
+	u := authenticationv1.UserInfo{Username: kubegroup.Prefix + who.UserID, UID: who.UserID,
 		Extra: map[string]authenticationv1.ExtraValue{ExtraUserName: {who.UserName}}}
 	if who.UserDomainID != "" {
 		u.Extra[ExtraUserDomain] = authenticationv1.ExtraValue{who.UserDomainID}
 	}
 	if who.ProjectID != "" {
-		u.Groups = append(u.Groups, ProjectGroup(who.ProjectID))
+		u.Groups = append(u.Groups, kubegroup.Project(who.ProjectID))
 		roles := map[string]bool{}
 		for _, r := range who.Roles {
 			roles[strings.ToLower(r)] = true
@@ -67,7 +56,7 @@ func UserInfo(who keystone.Identity) authenticationv1.UserInfo {
 		}
 		sort.Strings(names)
 		for _, r := range names {
-			u.Groups = append(u.Groups, ProjectRoleGroup(who.ProjectID, r))
+			u.Groups = append(u.Groups, kubegroup.ProjectRole(who.ProjectID, r))
 		}
 		u.Extra[ExtraProjectID] = authenticationv1.ExtraValue{who.ProjectID}
 		u.Extra[ExtraProjectName] = authenticationv1.ExtraValue{who.ProjectName}

@@ -15,8 +15,6 @@ package capo_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -82,17 +80,10 @@ func ensureCAPO(t *testing.T) {
 	t.Logf("capo-up.sh took %s", time.Since(start).Round(time.Millisecond))
 }
 
-func randomSuffix(t *testing.T) string {
-	b := make([]byte, 4)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return hex.EncodeToString(b)
-}
-
 // newNamespace creates a namespace for one case and deletes it (with the ClusterClass) afterwards.
 func newNamespace(ctx context.Context, t *testing.T, c client.Client) string {
 	t.Helper()
-	ns := "mcb-capo-" + randomSuffix(t)
+	ns := "mcb-capo-" + testutil.RandomHex(4)
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 		Labels: map[string]string{templates.LabelManagedBy: fieldOwner}}}))
 	t.Cleanup(func() {

@@ -48,7 +48,7 @@ import (
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 )
 
-// Identifiers of fake-openstack's default seed (internal/fakeopenstack/seed.go).
+// Identifiers of fake-openstack's default seed (test/fakeopenstack/seed.go).
 const (
 	publicNetworkID = "9b1c0e7a-0000-4000-8000-0000000000e1"
 	imageID         = "2404a136-0003-4000-8000-000000000136"

@@ -2,14 +2,11 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,7 +84,7 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	f, err := config.Load(magnumConf)
 	require.NoError(t, err)
 
-	id := suffix()
+	id := testutil.RandomHex(3)
 	prefix := "mcbc" + id + "-"
 	rendered, err := chart.Render(chart.Name, chart.Name, map[string]any{"config": map[string]any{
 		"magnumConf": string(magnumText),
@@ -131,7 +128,7 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	}
 	topic := "magnum-conductor-chart-" + id
 	host := "chart-test-" + id
-	metrics := freeAddr(t)
+	metrics := testutil.FreeAddr(t)
 	override := fmt.Sprintf("[DEFAULT]\nhost = %s\n[conductor]\ntopic = %s\n[bridge]\nkubeconfig = %s\nleader_election_namespace = %s\nmetrics_bind = %s\n",
 		host, topic, saKubeconfig(t, admin, chart.Name, sa), chart.Name, metrics)
 	argv = append(argv, "--config-file", writeFile(t, "out-of-cluster.conf", override))
@@ -171,7 +168,8 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	waitLog(t, logPath, exited, "serving", 60*time.Second)
 
 	// magnum-api's side: a template as the demo tenant, then cluster_create as magnum-api casts it.
-	tok := issueToken(t)
+	tok, err := testutil.IssueToken("devstack")
+	require.NoError(t, err)
 	tmpl := "chart-" + id
 	openstackCLI(t, "coe", "cluster", "template", "create", tmpl, "--coe", "kubernetes", "--image", "ubuntu-2404-kube-v1.36.3",
 		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default")
@@ -224,14 +222,6 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	t.Logf("cluster_create → CREATE_COMPLETE → deleted in %s", time.Since(start).Round(time.Second))
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
 func waitLog(t *testing.T, path string, exited <-chan error, want string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -273,12 +263,6 @@ func waitStatus(t *testing.T, ctx context.Context, st *db.Store, id string, exit
 	return last
 }
 
-type token struct {
-	ID        string `json:"id"`
-	ProjectID string `json:"project_id"`
-	UserID    string `json:"user_id"`
-}
-
 func runOpenstack(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -296,11 +280,4 @@ func openstackCLI(t *testing.T, args ...string) string {
 	out, err := runOpenstack(args...)
 	require.NoError(t, err)
 	return out
-}
-
-func issueToken(t *testing.T) token {
-	t.Helper()
-	var tok token
-	require.NoError(t, json.Unmarshal([]byte(openstackCLI(t, "token", "issue", "-f", "json")), &tok))
-	return tok
 }

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // secretsOf are the passwords in the local stack's magnum.conf: none may appear in any message.
@@ -43,15 +43,6 @@ func requireNoSecret(t *testing.T, text string, secrets ...string) {
 	for _, s := range secrets {
 		require.NotContains(t, text, s, "a secret reached a message")
 	}
-}
-
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return strconv.Itoa(port)
 }
 
 var hostPort = regexp.MustCompile(`@([^/@:]+):(\d+)`)
@@ -92,7 +83,7 @@ func TestCheckConfigNamesTheBrokenDependency(t *testing.T) {
 	}
 
 	t.Run("RabbitMQ on a closed port", func(t *testing.T) {
-		port := closedPort(t)
+		port := strconv.Itoa(testutil.FreePort(t))
 		transport := hostPort.ReplaceAllString(f.String("DEFAULT", "transport_url", ""), "@127.0.0.1:"+port)
 		check(t, "[DEFAULT]\ntransport_url = "+transport+"\n", "magnum-capi-bridge: RabbitMQ: ", "127.0.0.1:"+port, "connection refused")
 	})
@@ -100,7 +91,7 @@ func TestCheckConfigNamesTheBrokenDependency(t *testing.T) {
 		conn := f.String("database", "connection", "")
 		u, err := url.Parse(strings.Replace(conn, "mysql+pymysql", "mysql", 1))
 		require.NoError(t, err)
-		wrong := "wrong-" + suffix()
+		wrong := "wrong-" + testutil.RandomHex(3)
 		secrets = append(secrets, wrong)
 		name := u.User.Username()
 		bad := regexp.MustCompile(`//[^@]*@`).ReplaceAllString(conn, "//"+name+":"+wrong+"@")
@@ -108,7 +99,7 @@ func TestCheckConfigNamesTheBrokenDependency(t *testing.T) {
 	})
 	t.Run("admission policies not in force for the identity", func(t *testing.T) {
 		// A ServiceAccount the policies do not name, allowed to read them: to it, they are missing.
-		ns := "mcb-checkcfg-" + suffix()
+		ns := "mcb-checkcfg-" + testutil.RandomHex(3)
 		objs := `apiVersion: v1
 kind: Namespace
 metadata: {name: ` + ns + `}

@@ -9,8 +9,6 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,18 +22,11 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 var (
-	magnumConf = env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf")
+	magnumConf = testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf")
 	// bridgeConf is the [bridge] file deploy/local/bridge-up.sh writes for the zed bridge.
-	bridgeConf = filepath.Join(env("MCB_ETC", "/etc/magnum-capi-bridge"), "bridge.conf")
-	kubectlBin = env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
+	bridgeConf = filepath.Join(testutil.Env("MCB_ETC", "/etc/magnum-capi-bridge"), "bridge.conf")
+	kubectlBin = testutil.Env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
 )
 
 // requireStack returns the management cluster's admin kubeconfig; it fails when `make up` has not run.
@@ -53,7 +44,6 @@ func requireStack(t *testing.T) string {
 var (
 	buildOnce sync.Once
 	binPath   string
-	buildErr  error
 )
 
 // bridgeBinary builds cmd/magnum-capi-bridge once per test binary.
@@ -61,26 +51,14 @@ func bridgeBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "mcb-deploy-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "magnum-capi-bridge")
-		out, err := exec.Command("go", "build", "-o", binPath, filepath.Join(testutil.RepoRoot(), "cmd", "magnum-capi-bridge")).CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err, string(out)}
-		}
+		require.NoError(t, err)
+		path := filepath.Join(dir, "magnum-capi-bridge")
+		testutil.GoBuild(t, "./cmd/magnum-capi-bridge", path)
+		binPath = path
 	})
-	require.NoError(t, buildErr)
+	require.NotEmpty(t, binPath, "the bridge did not build (see the first test that built it)")
 	return binPath
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
 
 // runBridge runs the binary and returns its exit code, stdout and stderr.
 func runBridge(t *testing.T, timeout time.Duration, args ...string) (int, string, string) {
@@ -109,12 +87,6 @@ func kubectl(t *testing.T, kubeconfig string, stdin string, args ...string) (str
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-func suffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func writeFile(t *testing.T, name, text string) string {

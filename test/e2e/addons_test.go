@@ -15,6 +15,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // workloadWorkloads lists the DaemonSets and Deployments of a workload cluster as kind/namespace/name,
@@ -57,7 +58,7 @@ func TestAddons(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	const prefix = "registry.example.com:5000/mirror"
-	oldTmpl := "addons-old-" + suffix()
+	oldTmpl := "addons-old-" + testutil.RandomHex(3)
 	// magnum-api fills in network_driver=flannel when a template names none: these ask for calico.
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "create", oldTmpl, "--coe", "kubernetes",
 		"--image", "ubuntu-2404-kube-v1.35.4", "--external-network", "public", "--flavor", "m1.small",
@@ -67,7 +68,7 @@ func TestAddons(t *testing.T) {
 	newTmpl := createTemplate(t, cloudDemo, "--network-driver", "calico", "--labels", "container_infra_prefix="+prefix+",metrics_server_enabled=false") // v1.36.3
 
 	start := time.Now()
-	id := createCluster(t, cloudDemo, oldTmpl, "addons-"+suffix(), "--node-count", "1")
+	id := createCluster(t, cloudDemo, oldTmpl, "addons-"+testutil.RandomHex(3), "--node-count", "1")
 	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
 	timed(t, "create with add-ons", start)
 	ns := templates.NamespaceFor("magnum-", c.ProjectID)

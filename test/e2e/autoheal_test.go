@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // autoHealTimeout is how long a worker's node may stay not Ready before its MachineHealthCheck has it
@@ -216,7 +218,7 @@ func createOneWorkerCluster(t *testing.T, prefix string, extra ...string) (strin
 	t.Helper()
 	tmpl := createTemplate(t, cloudDemo)
 	start := time.Now()
-	id := createCluster(t, cloudDemo, tmpl, prefix+suffix(), append([]string{"--node-count", "1"}, extra...)...)
+	id := createCluster(t, cloudDemo, tmpl, prefix+testutil.RandomHex(3), append([]string{"--node-count", "1"}, extra...)...)
 	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
 	timed(t, "create (1 control plane, 1 worker)", start)
 	require.Equal(t, "HEALTHY", c.HealthStatus, "%v", c.HealthStatusReason)

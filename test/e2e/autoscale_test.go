@@ -10,6 +10,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // TestAutoscalerResizeShowsInMagnum: with autoscaling on, the MachineDeployment's replicas belong to
@@ -18,7 +19,7 @@ func TestAutoscalerResizeShowsInMagnum(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	tmpl := createTemplate(t, cloudDemo)
-	id := createCluster(t, cloudDemo, tmpl, "auto-"+suffix(), "--node-count", "1",
+	id := createCluster(t, cloudDemo, tmpl, "auto-"+testutil.RandomHex(3), "--node-count", "1",
 		"--labels", "auto_scaling_enabled=true,min_node_count=1,max_node_count=3")
 	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
 
@@ -26,7 +27,7 @@ func TestAutoscalerResizeShowsInMagnum(t *testing.T) {
 		"cluster.x-k8s.io/cluster-name="+c.StackID, "-o", "jsonpath={.items[0].metadata.namespace}/{.items[0].metadata.name}")
 	require.NoError(t, err, md)
 	ns, name, _ := strings.Cut(md, "/")
-	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(t, err)
 	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
 	require.NoError(t, err)

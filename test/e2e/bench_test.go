@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,7 +30,7 @@ import (
 // speaking as it does.
 func magnumRPC(tb testing.TB) (*config.File, *rpc.Client) {
 	tb.Helper()
-	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(tb, err)
 	opts, err := rpc.OptionsFromConfig(conf)
 	require.NoError(tb, err)
@@ -68,19 +67,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	require.NoError(b, err)
 
-	var tok struct {
-		ID        string `json:"id"`
-		ProjectID string `json:"project_id"`
-		UserID    string `json:"user_id"`
-	}
-	out, err := runCLI(cloudDemo, "token", "issue", "-f", "json")
-	require.NoError(b, err)
-	require.NoError(b, json.Unmarshal([]byte(out), &tok))
-	name := "bench-" + suffix()
+	tok := tokenOf(b, cloudDemo)
+	name := "bench-" + testutil.RandomHex(3)
 	_, err = runCLI(cloudDemo, "coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", image,
 		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default")
 	require.NoError(b, err)
-	out, err = runCLI(cloudDemo, "coe", "cluster", "template", "show", name, "-f", "value", "-c", "uuid")
+	out, err := runCLI(cloudDemo, "coe", "cluster", "template", "show", name, "-f", "value", "-c", "uuid")
 	require.NoError(b, err)
 	b.Cleanup(func() { _, _ = runCLI(cloudDemo, "coe", "cluster", "template", "delete", name) })
 	return &benchEnv{rpc: cl, store: st, kube: kube, project: tok.ProjectID, user: tok.UserID, template: strings.TrimSpace(out),

@@ -32,7 +32,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-// TestChurnWithReplicas is issue 11's must-show: three replicas of the bridge on the local stack;
+// TestChurnWithReplicas: three replicas of the bridge on the local stack;
 // MCB_CHURN_CLUSTERS clusters (20) created and MCB_CHURN_DELETES of them (10) deleted concurrently
 // through the real CLI, while the leader and then one other replica are SIGKILLed at random points
 // (seeded: MCB_CHURN_SEED) and started again. Every cluster must end in its final state, with one CA
@@ -50,14 +50,14 @@ func TestChurnWithReplicas(t *testing.T) {
 		t.Skip("the churn test restarts the stack's bridges as three replicas and runs ~15 min: `make churn` (MCB_CHURN=1); " +
 			"too long for `make test`'s budget, and the claims it exercises are unit-tested in internal/conductor and internal/app")
 	}
-	total, _ := strconv.Atoi(env("MCB_CHURN_CLUSTERS", "20"))
-	deletes, _ := strconv.Atoi(env("MCB_CHURN_DELETES", "10"))
-	seed, _ := strconv.ParseInt(env("MCB_CHURN_SEED", "1"), 10, 64)
+	total, _ := strconv.Atoi(testutil.Env("MCB_CHURN_CLUSTERS", "20"))
+	deletes, _ := strconv.Atoi(testutil.Env("MCB_CHURN_DELETES", "10"))
+	seed, _ := strconv.ParseInt(testutil.Env("MCB_CHURN_SEED", "1"), 10, 64)
 	require.True(t, total > 0 && deletes >= 0 && deletes <= total)
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 
-	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(t, err)
 	store, err := db.Open(ctx, conf.String("database", "connection", ""))
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestChurnWithReplicas(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name := fmt.Sprintf("churn-%d-%s", i, suffix())
+			name := fmt.Sprintf("churn-%d-%s", i, testutil.RandomHex(3))
 			out, err := cliRun("coe", "cluster", "create", name, "--cluster-template", tmpl, "--master-count", "1", "--node-count", "1")
 			if err != nil {
 				fail("create %s: %v", name, err)
@@ -381,7 +381,7 @@ func replicaOf(identity string, replicas []churnReplica) int {
 	}
 	pid := parts[len(parts)-2]
 	for i, r := range replicas {
-		raw, err := os.ReadFile(filepath.Join(env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), r.name+".pid"))
+		raw, err := os.ReadFile(filepath.Join(testutil.Env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), r.name+".pid"))
 		if err == nil && strings.TrimSpace(string(raw)) == pid {
 			return i
 		}
@@ -393,7 +393,7 @@ func replicaOf(identity string, replicas []churnReplica) int {
 // <hostname>-<name> on the local stack): enough to recognise its claims.
 func identityOf(t *testing.T, r churnReplica) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), r.name+".pid"))
+	raw, err := os.ReadFile(filepath.Join(testutil.Env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), r.name+".pid"))
 	require.NoError(t, err)
 	host, err := os.Hostname()
 	require.NoError(t, err)

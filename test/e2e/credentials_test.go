@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +27,7 @@ func TestClusterCredentialsFollowTheCluster(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	tmpl := createTemplate(t, cloudDemo)
-	id := createCluster(t, cloudDemo, tmpl, "creds-"+suffix(), "--node-count", "1")
+	id := createCluster(t, cloudDemo, tmpl, "creds-"+testutil.RandomHex(3), "--node-count", "1")
 	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
 	ns := templates.NamespaceFor("magnum-", c.ProjectID)
 
@@ -103,32 +102,16 @@ func secretData(t *testing.T, namespace, name string) map[string][]byte {
 	return data
 }
 
-type issuedToken struct {
-	ID        string `json:"id"`
-	ProjectID string `json:"project_id"`
-	UserID    string `json:"user_id"`
-}
-
 // issueToken asks Keystone for a token with a stored clouds.yaml, through the real CLI, the way a
 // consumer of the Secret (CAPO, the cloud controller manager) authenticates.
-func issueToken(t *testing.T, cloudsYAML []byte) (*issuedToken, error) {
+func issueToken(t *testing.T, cloudsYAML []byte) (testutil.Token, error) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "clouds.yaml")
 	require.NoError(t, os.WriteFile(file, cloudsYAML, 0o600))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "openstack", "--os-cloud", "openstack", "token", "issue", "-f", "json")
-	cmd.Env = append(testutil.OpenStackCLIEnv(), "OS_CLIENT_CONFIG_FILE="+file)
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, err
-	}
-	var tok issuedToken
-	require.NoError(t, json.Unmarshal(out, &tok))
-	return &tok, nil
+	return testutil.IssueToken("openstack", "OS_CLIENT_CONFIG_FILE="+file)
 }
 
-func tokenFromCloudsYAML(t *testing.T, cloudsYAML []byte) *issuedToken {
+func tokenFromCloudsYAML(t *testing.T, cloudsYAML []byte) testutil.Token {
 	t.Helper()
 	tok, err := issueToken(t, cloudsYAML)
 	require.NoError(t, err, "Keystone refuses the stored credential")
@@ -138,8 +121,7 @@ func tokenFromCloudsYAML(t *testing.T, cloudsYAML []byte) *issuedToken {
 // rotateCredentials sends credential_rotate as a call with the demo user's token.
 func rotateCredentials(t *testing.T, id string, c *clusterShow) {
 	t.Helper()
-	var tok issuedToken
-	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "token", "issue", "-f", "json")), &tok))
+	tok := tokenOf(t, cloudDemo)
 	conf, client := magnumRPC(t)
 	cl := &magnum.Cluster{}
 	cl.UUID.Set(id)

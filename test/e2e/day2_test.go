@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 type nodeGroupShow struct {
@@ -105,20 +107,20 @@ func timed(t *testing.T, what string, start time.Time) {
 func TestDayTwo(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	oldTmpl := "day2-old-" + suffix()
+	oldTmpl := "day2-old-" + testutil.RandomHex(3)
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "create", oldTmpl, "--coe", "kubernetes",
 		"--image", "ubuntu-2404-kube-v1.35.4", "--external-network", "public", "--flavor", "m1.small",
 		"--master-flavor", "m1.medium", "--keypair", "default")
 	t.Cleanup(func() { _, _ = openstack(t, cloudDemo, "coe", "cluster", "template", "delete", oldTmpl) })
 	newTmpl := createTemplate(t, cloudDemo) // ubuntu-2404-kube-v1.36.3
-	skipTmpl := "day2-skip-" + suffix()
+	skipTmpl := "day2-skip-" + testutil.RandomHex(3)
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "create", skipTmpl, "--coe", "kubernetes",
 		"--image", image, "--external-network", "public", "--flavor", "m1.small", "--keypair", "default",
 		"--labels", "kube_tag=v1.38.0")
 	t.Cleanup(func() { _, _ = openstack(t, cloudDemo, "coe", "cluster", "template", "delete", skipTmpl) })
 
 	start := time.Now()
-	id := createCluster(t, cloudDemo, oldTmpl, "day2-"+suffix(), "--node-count", "1")
+	id := createCluster(t, cloudDemo, oldTmpl, "day2-"+testutil.RandomHex(3), "--node-count", "1")
 	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
 	timed(t, "create (1 control plane, 1 worker)", start)
 	require.Equal(t, "v1.35.4", c.COEVersion)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // TestOperationDeadlines: an update whose CAPI never converges ends UPDATE_FAILED after
@@ -41,7 +43,7 @@ func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	t.Cleanup(func() { bridgeUp("") })
 
 	tmpl := createTemplate(t, cloud)
-	id := createCluster(t, cloud, tmpl, "deadline-"+suffix(), "--node-count", "1")
+	id := createCluster(t, cloud, tmpl, "deadline-"+testutil.RandomHex(3), "--node-count", "1")
 	c := waitStatus(t, cloud, id, 8*time.Minute, "CREATE_COMPLETE")
 	// The CAPI Cluster is found by the bridge's label: Magnum 23's CLI does not show stack_id.
 	out, err := kubectl(t, mgmtKubeconfig, "get", "clusters.cluster.x-k8s.io", "-A",

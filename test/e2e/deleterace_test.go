@@ -17,9 +17,10 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-var magnumURL = env("MCB_MAGNUM_URL", "http://127.0.0.1:9511/v1")
+var magnumURL = testutil.Env("MCB_MAGNUM_URL", "http://127.0.0.1:9511/v1")
 
 // TestDeleteNeverShowsAClusterWithoutNodeGroups: magnum-api 15 reads a cluster's row and then, in
 // separate queries, its node groups (master_count, node_count). Clients polling while the bridge
@@ -33,7 +34,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 	t.Parallel()
 	const clusters = 50
 
-	conf, err := config.Load(env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(t, err)
 	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
 	require.NoError(t, err)
@@ -52,7 +53,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 		aliveMu    sync.Mutex
 	)
 	create := func() {
-		id := insertClusterRows(t, store, tok, tmplUUID, fmt.Sprintf("race-%s-%02d", suffix(), len(ids)))
+		id := insertClusterRows(t, store, tok, tmplUUID, fmt.Sprintf("race-%s-%02d", testutil.RandomHex(3), len(ids)))
 		aliveMu.Lock()
 		defer aliveMu.Unlock()
 		ids = append(ids, id)
@@ -73,7 +74,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 	)
 	for attempt := 1; ; attempt++ {
 		listStart := time.Now()
-		code, body = get(tok.id, "/clusters/detail")
+		code, body = get(tok.ID, "/clusters/detail")
 		listTook = time.Since(listStart)
 		if code != 0 || attempt == 4 {
 			break
@@ -124,7 +125,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 				return
 			default:
 			}
-			code, body := get(tok.id, path())
+			code, body := get(tok.ID, path())
 			record(what, code, body)
 		}
 	}
@@ -195,33 +196,24 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 		return len(left) == 0
 	}, db.DefaultNodeGroupDeleteDelay+30*time.Second, time.Second, "node groups of the deleted clusters still in Magnum's database: %v", &left)
 	for _, id := range ids {
-		require.Equal(t, http.StatusNotFound, getStatus(tok.id, "/clusters/"+id))
+		require.Equal(t, http.StatusNotFound, getStatus(tok.ID, "/clusters/"+id))
 	}
 }
 
-type token struct{ id, projectID, userID string }
-
-func demoToken(t *testing.T) token { t.Helper(); return tokenOf(t, cloudDemo) }
-
-func tokenOf(t *testing.T, cloud string) token {
-	t.Helper()
-	out := strings.Fields(mustOpenstack(t, cloud, "token", "issue", "-f", "value", "-c", "id", "-c", "project_id", "-c", "user_id"))
-	require.Len(t, out, 3, "token issue: %v", out)
-	return token{id: out[0], projectID: out[1], userID: out[2]}
-}
+func demoToken(t *testing.T) testutil.Token { t.Helper(); return tokenOf(t, cloudDemo) }
 
 // insertClusterRows writes a CREATE_COMPLETE cluster of demo's with its two default node groups,
 // as cluster_create does (one transaction), and deletes it at cleanup if the test did not.
-func insertClusterRows(t *testing.T, store *db.Store, tok token, templateUUID, name string) string {
+func insertClusterRows(t *testing.T, store *db.Store, tok testutil.Token, templateUUID, name string) string {
 	t.Helper()
 	id := uuid.NewString()
-	c := &db.Cluster{UUID: id, Name: db.Ptr(name), ProjectID: db.Ptr(tok.projectID), UserID: db.Ptr(tok.userID),
+	c := &db.Cluster{UUID: id, Name: db.Ptr(name), ProjectID: db.Ptr(tok.ProjectID), UserID: db.Ptr(tok.UserID),
 		ClusterTemplateID: db.Ptr(templateUUID), Keypair: db.Ptr("default"), Labels: magnum.NewDict(),
 		MasterFlavorID: db.Ptr("m1.medium"), FlavorID: db.Ptr("m1.small"), StackID: db.Ptr(name),
 		Status: magnum.StatusCreateComplete, StatusReason: db.Ptr("written by TestDeleteNeverShowsAClusterWithoutNodeGroups"),
 		CreateTimeout: db.Ptr[int64](60), FloatingIPEnabled: true}
 	ng := func(role, flavor string) *db.NodeGroup {
-		return &db.NodeGroup{UUID: uuid.NewString(), Name: "default-" + role, ProjectID: tok.projectID, Labels: magnum.NewDict(),
+		return &db.NodeGroup{UUID: uuid.NewString(), Name: "default-" + role, ProjectID: tok.ProjectID, Labels: magnum.NewDict(),
 			FlavorID: db.Ptr(flavor), ImageID: db.Ptr(image), NodeAddresses: []string{}, NodeCount: db.Ptr[int64](1),
 			MinNodeCount: db.Ptr[int64](0), Role: db.Ptr(role), IsDefault: true, StackID: db.Ptr(name),
 			Status: magnum.StatusCreateComplete}

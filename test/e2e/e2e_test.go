@@ -10,8 +10,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,17 +35,10 @@ const (
 	cloudNewestAdmin = "devstack-newest-admin"
 )
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 var (
-	mgmtKubeconfig = env("MCB_KUBECONFIG", "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig")
-	kubectlBin     = env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
-	newestRoot     = env("MCB_NEWEST_ROOT", "/srv/magnum-forky")
+	mgmtKubeconfig = testutil.Env("MCB_KUBECONFIG", "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig")
+	kubectlBin     = testutil.Env("MCB_KUBECTL", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/bin/kubectl"))
+	newestRoot     = testutil.Env("MCB_NEWEST_ROOT", "/srv/magnum-forky")
 )
 
 func requireStackB(b *testing.B) {
@@ -67,12 +58,6 @@ func requireStack(t *testing.T) {
 	if _, err := openstack(t, cloudDemo, "coe", "cluster", "list"); err != nil {
 		t.Fatalf("the local stack is not up: %v; run `make up`", err)
 	}
-}
-
-func suffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // openstack runs the real CLI; with -f json output the result is decoded by the caller.
@@ -135,6 +120,19 @@ func mustOpenstack(t *testing.T, cloud string, args ...string) string {
 	out, err := openstack(t, cloud, args...)
 	require.NoError(t, err)
 	return out
+}
+
+// tokenOf is a token of the cloud's user, issued by the cloud's CLI (the chroot's for the newest
+// magnum-api).
+func tokenOf(tb testing.TB, cloud string) testutil.Token {
+	tb.Helper()
+	out, err := runCLI(cloud, "token", "issue", "-f", "json")
+	require.NoError(tb, err)
+	var tok testutil.Token
+	require.NoError(tb, json.Unmarshal([]byte(out), &tok))
+	require.NotEmpty(tb, tok.ID)
+	require.NotEmpty(tb, tok.ProjectID)
+	return tok
 }
 
 func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
@@ -222,7 +220,7 @@ func createTemplate(t *testing.T, cloud string, extra ...string) string {
 
 func createTemplateWithImage(t *testing.T, cloud, image string, extra ...string) string {
 	t.Helper()
-	name := "e2e-" + suffix()
+	name := "e2e-" + testutil.RandomHex(3)
 	mustOpenstack(t, cloud, append([]string{"coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", image,
 		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default"}, extra...)...)
 	t.Cleanup(func() {

@@ -57,7 +57,7 @@ func runScript(t *testing.T, args ...string) {
 
 func killPIDFile(t *testing.T, name string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), name+".pid"))
+	raw, err := os.ReadFile(filepath.Join(testutil.Env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), name+".pid"))
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
 	require.NoError(t, err)
@@ -369,7 +369,7 @@ func createComplete(t *testing.T, template, prefix string, n int) []string {
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range ids {
-		ids[i] = createCluster(t, cloudDemo, template, prefix+suffix(), "--node-count", "1")
+		ids[i] = createCluster(t, cloudDemo, template, prefix+testutil.RandomHex(3), "--node-count", "1")
 		wg.Add(1)
 		go func() { defer wg.Done(); waitStatus(t, cloudDemo, ids[i], 10*time.Minute, "CREATE_COMPLETE") }()
 	}
@@ -406,14 +406,14 @@ func matrixOps(t *testing.T) []matrixOp {
 			oldTmpl = createTemplate(t, cloudDemo, "--image", "ubuntu-2404-kube-v1.35.4")
 		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			// The old release, so that the next round can upgrade it.
-			id := createCluster(t, cloudDemo, oldTmpl, fmt.Sprintf("fm-create-%d-%s", k, suffix()), "--node-count", "1")
+			id := createCluster(t, cloudDemo, oldTmpl, fmt.Sprintf("fm-create-%d-%s", k, testutil.RandomHex(3)), "--node-count", "1")
 			mu.Lock()
 			created = append(created, id)
 			mu.Unlock()
 			return id, "CREATE_COMPLETE", func() string { return e.consistent(id) }
 		}},
 		{"update node_count", func(t *testing.T, e *faultEnv, rounds int) {
-			updateID = createCluster(t, cloudDemo, tmpl, "fm-update-"+suffix(), "--node-count", "1")
+			updateID = createCluster(t, cloudDemo, tmpl, "fm-update-"+testutil.RandomHex(3), "--node-count", "1")
 			createWait(cloudDemo, updateID)
 			e.busyCluster = updateID
 		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
@@ -421,7 +421,7 @@ func matrixOps(t *testing.T) []matrixOp {
 			return updateID, "UPDATE_COMPLETE", func() string { return e.consistent(updateID) }
 		}},
 		{"resize --nodes-to-remove", func(t *testing.T, e *faultEnv, rounds int) {
-			resizeID = createCluster(t, cloudDemo, tmpl, "fm-resize-"+suffix(), "--node-count", strconv.Itoa(rounds+1))
+			resizeID = createCluster(t, cloudDemo, tmpl, "fm-resize-"+testutil.RandomHex(3), "--node-count", strconv.Itoa(rounds+1))
 			createWait(cloudDemo, resizeID)
 		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			// The node names Magnum shows (in-memory nodes have no IPs): no workload API needed, which
@@ -444,7 +444,7 @@ func matrixOps(t *testing.T) []matrixOp {
 		}},
 		{"control-plane resize (Magnum 23)", func(t *testing.T, e *faultEnv, rounds int) {
 			newest := createTemplate(t, cloudNewest)
-			cpID = createCluster(t, cloudNewest, newest, "fm-cp-"+suffix(), "--node-count", "1")
+			cpID = createCluster(t, cloudNewest, newest, "fm-cp-"+testutil.RandomHex(3), "--node-count", "1")
 			createWait(cloudNewest, cpID)
 		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			count := "3"
@@ -464,7 +464,7 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"node group create", func(t *testing.T, e *faultEnv, rounds int) {
-			ngCreateID = createCluster(t, cloudDemo, tmpl, "fm-ngc-"+suffix(), "--node-count", "1")
+			ngCreateID = createCluster(t, cloudDemo, tmpl, "fm-ngc-"+testutil.RandomHex(3), "--node-count", "1")
 			createWait(cloudDemo, ngCreateID)
 		}, func(t *testing.T, e *faultEnv, k int) (string, string, func() string) {
 			name := fmt.Sprintf("ng-%d", k)
@@ -477,7 +477,7 @@ func matrixOps(t *testing.T) []matrixOp {
 			}
 		}},
 		{"node group delete", func(t *testing.T, e *faultEnv, rounds int) {
-			ngDelID = createCluster(t, cloudDemo, tmpl, "fm-ngd-"+suffix(), "--node-count", "1")
+			ngDelID = createCluster(t, cloudDemo, tmpl, "fm-ngd-"+testutil.RandomHex(3), "--node-count", "1")
 			createWait(cloudDemo, ngDelID)
 			for r := range rounds { // all at once: a node group may be added while another is being added
 				mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", ngDelID, fmt.Sprintf("old-%d", r), "--node-count", "1")
@@ -525,7 +525,7 @@ func TestFaultMatrix(t *testing.T) {
 		t.Skip("the fault matrix restarts services every other test uses (MariaDB, RabbitMQ, Keystone, the apiserver): " +
 			"`make test` runs it alone after all other packages with MCB_FAULTS=1, `make soak` with many seeds")
 	}
-	seed, _ := strconv.ParseInt(env("MCB_FAULT_SEED", "1"), 10, 64)
+	seed, _ := strconv.ParseInt(testutil.Env("MCB_FAULT_SEED", "1"), 10, 64)
 	rng := rand.New(rand.NewSource(seed))
 	conf, rpcClient := magnumRPC(t)
 	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
@@ -548,7 +548,7 @@ func TestFaultMatrix(t *testing.T) {
 		}
 	}
 	ops := matrixOps(t)
-	full := env("MCB_FAULT_MATRIX", "full") == "full"
+	full := testutil.Env("MCB_FAULT_MATRIX", "full") == "full"
 	e.full = full
 	var opNames, faultNames []string
 	for _, op := range ops {

@@ -18,14 +18,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // Where deploy/local/horizon-up.sh (run by `make up`) serves Horizon and leaves the browser driver.
 var (
-	horizonURL = env("MCB_HORIZON_URL", "http://127.0.0.1:8080")
-	chromium   = env("MCB_CHROMIUM", "/usr/bin/chromium")
-	logDir     = env("MCB_LOG", "/var/log/magnum-capi-bridge")
-	cloudsYAML = env("MCB_CLOUDS_YAML", "/etc/openstack/clouds.yaml")
+	horizonURL = testutil.Env("MCB_HORIZON_URL", "http://127.0.0.1:8080")
+	chromium   = testutil.Env("MCB_CHROMIUM", "/usr/bin/chromium")
+	logDir     = testutil.Env("MCB_LOG", "/var/log/magnum-capi-bridge")
+	cloudsYAML = testutil.Env("MCB_CLOUDS_YAML", "/etc/openstack/clouds.yaml")
 )
 
 // playwrightDir is horizon-up.sh's npm prefix of the pinned playwright-core (versions.env).

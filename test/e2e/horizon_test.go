@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // TestHorizon drives Horizon's magnum-ui (Debian's openstack-dashboard 23 + python3-magnum-ui 11,
@@ -21,7 +23,7 @@ func TestHorizon(t *testing.T) {
 	requireStack(t)
 	pw := requireHorizon(t)
 	t.Parallel()
-	sfx := suffix()
+	sfx := testutil.RandomHex(3)
 	oldTmpl, newTmpl, name := "hz-"+sfx+"-v1.35", "hz-"+sfx+"-v1.36", "hz-"+sfx
 	const oldVersion, newVersion = "v1.35.4", "v1.36.3"
 

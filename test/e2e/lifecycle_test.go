@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // TestClusterLifecycle: template create → cluster create → CREATE_COMPLETE → cluster show fields →
@@ -17,7 +19,7 @@ func TestClusterLifecycle(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	tmpl := createTemplate(t, cloudDemo)
-	name := "life-" + suffix()
+	name := "life-" + testutil.RandomHex(3)
 	id := createCluster(t, cloudDemo, tmpl, name)
 
 	// The row exists at once (Terraform treats a 404 during create as deleted).
@@ -74,7 +76,7 @@ func TestClusterLifecycle(t *testing.T) {
 func TestTenantsAreIsolated(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	name := "same-" + suffix()
+	name := "same-" + testutil.RandomHex(3)
 	demoID := createCluster(t, cloudDemo, createTemplate(t, cloudDemo), name)
 	altID := createCluster(t, cloudAlt, createTemplate(t, cloudAlt), name)
 	t.Cleanup(func() {
@@ -110,7 +112,7 @@ func TestUnreachableInfrastructureFails(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	tmpl := createTemplate(t, cloudDemo)
-	id := createCluster(t, cloudDemo, tmpl, "slow-"+suffix(), "--timeout", "1",
+	id := createCluster(t, cloudDemo, tmpl, "slow-"+testutil.RandomHex(3), "--timeout", "1",
 		"--labels", "inmemory_machine_startup=30m")
 	deadline := time.Now().Add(4 * time.Minute)
 	var c *clusterShow
@@ -152,7 +154,7 @@ func TestInvalidLabelFailsWithItsName(t *testing.T) {
 		if tc.cloud != cloudDemo {
 			tmpl = createTemplate(t, tc.cloud)
 		}
-		ids[i] = createCluster(t, tc.cloud, tmpl, "badlabel-"+suffix(), "--labels", tc.label)
+		ids[i] = createCluster(t, tc.cloud, tmpl, "badlabel-"+testutil.RandomHex(3), "--labels", tc.label)
 	}
 	for i, tc := range cases {
 		id := ids[i]

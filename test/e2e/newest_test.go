@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // requireNewest fails unless the magnum-api 23.0.0 half of the stack is up: the forky chroot and its
@@ -146,7 +148,7 @@ func TestNewestMagnumDayTwo(t *testing.T) {
 	timed(t, "23: two template creates", start)
 
 	start = time.Now()
-	id := createCluster(t, cloud, oldTmpl, "new-"+suffix(), "--node-count", "1")
+	id := createCluster(t, cloud, oldTmpl, "new-"+testutil.RandomHex(3), "--node-count", "1")
 	c := waitStatus(t, cloud, id, 6*time.Minute, "CREATE_COMPLETE")
 	timed(t, "23: create (1 control plane, 1 worker)", start)
 	require.Equal(t, "v1.35.4", c.COEVersion)

@@ -15,19 +15,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack/boot"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack/boot"
 )
 
 // The local stack's OpenStack simulator (deploy/local/openstack, docs/openstack-simulator.md): the
 // catalog's Nova and Neutron, and its inspection API.
 var (
-	simulatorCompute = env("MCB_FAKE_COMPUTE_URL", "http://127.0.0.1:8774/v2.1")
-	simulatorNetwork = env("MCB_FAKE_NETWORK_URL", "http://127.0.0.1:9696/v2.0")
-	simulatorInspect = env("MCB_FAKE_INSPECT_URL", "http://127.0.0.1:9877")
+	simulatorCompute = testutil.Env("MCB_FAKE_COMPUTE_URL", "http://127.0.0.1:8774/v2.1")
+	simulatorNetwork = testutil.Env("MCB_FAKE_NETWORK_URL", "http://127.0.0.1:9696/v2.0")
+	simulatorInspect = testutil.Env("MCB_FAKE_INSPECT_URL", "http://127.0.0.1:9877")
 	// Octavia; the simulator serves it under /v2/ as well as /v2.0/.
-	simulatorLoadBalancer = env("MCB_FAKE_LOAD_BALANCER_URL", "http://127.0.0.1:9876/v2")
+	simulatorLoadBalancer = testutil.Env("MCB_FAKE_LOAD_BALANCER_URL", "http://127.0.0.1:9876/v2")
 )
 
 // TestOpenStackFlavorOnTheSimulator: a template with capi_infrastructure=openstack makes the real CAPO
@@ -43,23 +44,23 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	tok := demoToken(t)
-	before := projectResources(t, tok.projectID)
-	t.Logf("project %s before: %v", tok.projectID, before)
+	before := projectResources(t, tok.ProjectID)
+	t.Logf("project %s before: %v", tok.ProjectID, before)
 
 	tmpl := createTemplate(t, cloudDemo, "--labels", "capi_infrastructure=openstack,availability_zone=nova,server_group_policies=anti-affinity")
 	start := time.Now()
-	name := "os-" + suffix()
+	name := "os-" + testutil.RandomHex(3)
 	id := createCluster(t, cloudDemo, tmpl, name, "--node-count", "1", "--timeout", "15")
 
 	// What CAPO built, read from the simulator (not from CAPI objects).
 	var servers []simServer
 	require.Eventually(t, func() bool {
-		servers = projectServers(t, tok.id)
+		servers = projectServers(t, tok.ID)
 		return len(servers) > 0
-	}, 4*time.Minute, 2*time.Second, "no server in the simulator; resources: %v", projectResources(t, tok.projectID))
+	}, 4*time.Minute, 2*time.Second, "no server in the simulator; resources: %v", projectResources(t, tok.ProjectID))
 	timed(t, "openstack: create → first server ACTIVE in the simulator", start)
-	res := projectResources(t, tok.projectID)
-	t.Logf("project %s after the create: %v", tok.projectID, res)
+	res := projectResources(t, tok.ProjectID)
+	t.Logf("project %s after the create: %v", tok.ProjectID, res)
 	for _, coll := range []string{"networks", "subnets", "routers", "security-groups", "floatingips", "ports", "servers", "server-groups"} {
 		require.NotEmpty(t, res[coll], "CAPO made no %s: %v", coll, res)
 	}
@@ -75,7 +76,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 			} `json:"security_group_rules"`
 		} `json:"security_groups"`
 	}
-	simulatorGET(t, tok.id, simulatorNetwork+"/security-groups", &groups)
+	simulatorGET(t, tok.ID, simulatorNetwork+"/security-groups", &groups)
 	var apiOpen bool
 	var groupNames []string
 	for _, g := range groups.SecurityGroups {
@@ -93,7 +94,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	// Every server boots: the create completes.
 	c := waitStatus(t, cloudDemo, id, 12*time.Minute, "CREATE_COMPLETE")
 	timed(t, "openstack: create → CREATE_COMPLETE", start)
-	requireNodesAreServers(t, tok.id, id)
+	requireNodesAreServers(t, tok.ID, id)
 
 	// One server per machine that has its bootstrap data, with what the template and its labels
 	// asked for.
@@ -107,7 +108,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 		return names
 	}
 	require.Eventually(t, func() bool {
-		servers = projectServers(t, tok.id)
+		servers = projectServers(t, tok.ID)
 		want := booted()
 		return len(want) > 0 && !slices.ContainsFunc(want, func(name string) bool {
 			return !slices.ContainsFunc(servers, func(s simServer) bool { return s.Name == name })
@@ -120,7 +121,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 			Members  []string `json:"members"`
 		} `json:"server_groups"`
 	}
-	simulatorGET(t, tok.id, simulatorCompute+"/os-server-groups", &serverGroups)
+	simulatorGET(t, tok.ID, simulatorCompute+"/os-server-groups", &serverGroups)
 	controlPlane := map[string]bool{}
 	for _, m := range clusterMachines(t, id) {
 		_, controlPlane[m.Name] = m.Labels[clusterv1.MachineControlPlaneLabel]
@@ -166,7 +167,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	ns := templates.NamespaceFor("magnum-", c.ProjectID)
 	oldCAPO := secretData(t, ns, c.StackID+"-cloud-config")
 	oldID, newID := credentialID(t, "magnum-"+id+"-capo"), ""
-	require.True(t, slices.ContainsFunc(simulatorRequests(t, tok.projectID), func(r fakeopenstack.Request) bool {
+	require.True(t, slices.ContainsFunc(simulatorRequests(t, tok.ProjectID), func(r fakeopenstack.Request) bool {
 		return r.ApplicationCredentialID == oldID
 	}), "CAPO built the cluster with its application credential %s", oldID)
 	rotateCredentials(t, id, c)
@@ -182,12 +183,12 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	waitStatus(t, cloudDemo, id, 6*time.Minute, "UPDATE_COMPLETE")
 	timed(t, "openstack: nodegroup create (2 nodes) → CREATE_COMPLETE", start)
 	extra := func() []simServer {
-		return slices.DeleteFunc(projectServers(t, tok.id), func(s simServer) bool { return !strings.Contains(s.Name, "-extra-") })
+		return slices.DeleteFunc(projectServers(t, tok.ID), func(s simServer) bool { return !strings.Contains(s.Name, "-extra-") })
 	}
 	require.Len(t, extra(), 2, "the node group's servers")
-	requireNodesAreServers(t, tok.id, id)
+	requireNodesAreServers(t, tok.ID, id)
 	var withNew, withOld int
-	for _, r := range simulatorRequests(t, tok.projectID) {
+	for _, r := range simulatorRequests(t, tok.ProjectID) {
 		if r.Time.After(rotated) && r.Method == http.MethodPost && r.Path == "/v2.1/servers" {
 			switch r.ApplicationCredentialID {
 			case newID:
@@ -210,7 +211,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	left := extra()
 	require.Len(t, left, 1)
 	require.NotEqual(t, victim.ID, left[0].ID, "the named server is the one removed")
-	requireNodesAreServers(t, tok.id, id)
+	requireNodesAreServers(t, tok.ID, id)
 
 	// The node group's delete takes its server.
 	start = time.Now()
@@ -220,7 +221,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 		return err != nil && len(extra()) == 0
 	}, 5*time.Minute, 3*time.Second, "the node group and its server are gone")
 	timed(t, "openstack: nodegroup delete → gone", start)
-	requireNodesAreServers(t, tok.id, id)
+	requireNodesAreServers(t, tok.ID, id)
 
 	// The delete leaves nothing of the cluster in the project, nor its credentials.
 	require.NotEmpty(t, credentialNames(t, id))
@@ -228,7 +229,7 @@ func TestOpenStackFlavorOnTheSimulator(t *testing.T) {
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
 	waitGone(t, cloudDemo, id, 5*time.Minute)
 	timed(t, "openstack: delete → gone", start)
-	require.Equal(t, before, projectResources(t, tok.projectID), "the delete left resources in the project")
+	require.Equal(t, before, projectResources(t, tok.ProjectID), "the delete left resources in the project")
 	require.Empty(t, credentialNames(t, id))
 	require.Empty(t, capiObjects(t, id))
 }
@@ -241,23 +242,23 @@ func TestOpenStackQuotaRefusalIsNamed(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
 	alt := tokenOf(t, cloudAlt)
-	mustOpenstack(t, cloudAdmin, "quota", "set", "--instances", "0", alt.projectID)
-	t.Cleanup(func() { _, _ = openstack(t, cloudAdmin, "quota", "set", "--instances", "50", alt.projectID) })
-	before := projectResources(t, alt.projectID)
+	mustOpenstack(t, cloudAdmin, "quota", "set", "--instances", "0", alt.ProjectID)
+	t.Cleanup(func() { _, _ = openstack(t, cloudAdmin, "quota", "set", "--instances", "50", alt.ProjectID) })
+	before := projectResources(t, alt.ProjectID)
 
 	tmpl := createTemplate(t, cloudAlt, "--labels", "capi_infrastructure=openstack")
 	start := time.Now()
-	id := createCluster(t, cloudAlt, tmpl, "osq-"+suffix(), "--node-count", "1", "--timeout", "2")
+	id := createCluster(t, cloudAlt, tmpl, "osq-"+testutil.RandomHex(3), "--node-count", "1", "--timeout", "2")
 	c := waitStatus(t, cloudAlt, id, 6*time.Minute, "CREATE_FAILED")
 	timed(t, "openstack: create over Nova's quota → CREATE_FAILED (create_timeout 2 min)", start)
 	t.Logf("status_reason: %s", c.StatusReason)
 	require.Contains(t, c.StatusReason, "create_timeout of 2m0s")
 	require.Contains(t, c.StatusReason, "Quota exceeded for instances: Requested 1, but already used 0 of 0 instances")
-	require.NotEmpty(t, projectResources(t, alt.projectID)["floatingips"], "CAPO allocated the API floating IP")
+	require.NotEmpty(t, projectResources(t, alt.ProjectID)["floatingips"], "CAPO allocated the API floating IP")
 
 	mustOpenstack(t, cloudAlt, "coe", "cluster", "delete", id)
 	waitGone(t, cloudAlt, id, 5*time.Minute)
-	require.Equal(t, before, projectResources(t, alt.projectID), "the delete left resources in the project")
+	require.Equal(t, before, projectResources(t, alt.ProjectID), "the delete left resources in the project")
 }
 
 // TestOpenStackNodesThatNeverJoinAreNamed: servers whose image never boots stay ACTIVE with no node
@@ -268,10 +269,10 @@ func TestOpenStackQuotaRefusalIsNamed(t *testing.T) {
 func TestOpenStackNodesThatNeverJoinAreNamed(t *testing.T) {
 	cloud := cloudAdmin
 	tok := adminProjectAlone(t)
-	before := projectResources(t, tok.projectID)
+	before := projectResources(t, tok.ProjectID)
 	tmpl := createTemplateWithImage(t, cloud, "ubuntu-2404-kube-v1.36.3-noboot", "--labels", "capi_infrastructure=openstack")
 	start := time.Now()
-	id := createCluster(t, cloud, tmpl, "osnb-"+suffix(), "--node-count", "1", "--timeout", "3")
+	id := createCluster(t, cloud, tmpl, "osnb-"+testutil.RandomHex(3), "--node-count", "1", "--timeout", "3")
 	c := waitStatus(t, cloud, id, 7*time.Minute, "CREATE_FAILED")
 	timed(t, "openstack: create, nodes never join → CREATE_FAILED (create_timeout 3 min)", start)
 	t.Logf("status_reason: %s", c.StatusReason)
@@ -284,11 +285,11 @@ func TestOpenStackNodesThatNeverJoinAreNamed(t *testing.T) {
 		}
 	}
 	require.NotZero(t, named, "no machine has a server without a node: %s", c.StatusReason)
-	require.NotEmpty(t, projectServers(t, tok.id), "the servers are there, ACTIVE")
+	require.NotEmpty(t, projectServers(t, tok.ID), "the servers are there, ACTIVE")
 
 	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
 	waitGone(t, cloud, id, 5*time.Minute)
-	require.Equal(t, before, projectResources(t, tok.projectID), "the delete left resources in the project")
+	require.Equal(t, before, projectResources(t, tok.ProjectID), "the delete left resources in the project")
 }
 
 // adminProject serialises the OpenStack-flavor tests that compare the admin project's resources
@@ -297,7 +298,7 @@ var adminProject sync.Mutex
 
 // adminProjectAlone starts a parallel test that has the admin project to itself until its cleanups
 // (its cluster's delete among them) have run.
-func adminProjectAlone(t *testing.T) token {
+func adminProjectAlone(t *testing.T) testutil.Token {
 	t.Helper()
 	requireStack(t)
 	t.Parallel()
@@ -431,7 +432,7 @@ func clusterMachines(t *testing.T, clusterUUID string) []clusterv1.Machine {
 func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 	cloud := cloudAdmin
 	tok := adminProjectAlone(t)
-	net, subnet := "e2e-fixed-"+suffix(), "e2e-fixed-subnet-"+suffix()
+	net, subnet := "e2e-fixed-"+testutil.RandomHex(3), "e2e-fixed-subnet-"+testutil.RandomHex(3)
 	netID := strings.TrimSpace(mustOpenstack(t, cloud, "network", "create", net, "-f", "value", "-c", "id"))
 	subnetID := strings.TrimSpace(mustOpenstack(t, cloud, "subnet", "create", subnet, "--network", net,
 		"--subnet-range", "10.77.0.0/24", "-f", "value", "-c", "id"))
@@ -439,12 +440,12 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 		_, _ = openstack(t, cloud, "subnet", "delete", subnetID)
 		_, _ = openstack(t, cloud, "network", "delete", netID)
 	})
-	before := projectResources(t, tok.projectID)
+	before := projectResources(t, tok.ProjectID)
 
 	tmpl := createTemplate(t, cloud, "--fixed-network", net, "--fixed-subnet", subnet, "--master-lb-enabled",
 		"--labels", "capi_infrastructure=openstack")
 	start := time.Now()
-	id := createCluster(t, cloud, tmpl, "oslb-"+suffix(), "--node-count", "1", "--timeout", "20")
+	id := createCluster(t, cloud, tmpl, "oslb-"+testutil.RandomHex(3), "--node-count", "1", "--timeout", "20")
 
 	type member struct {
 		Address      string `json:"address"`
@@ -460,20 +461,20 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 		Pools []map[string]any `json:"pools"`
 	}
 	require.Eventually(t, func() bool {
-		servers = projectServers(t, tok.id)
+		servers = projectServers(t, tok.ID)
 		if len(servers) == 0 {
 			return false
 		}
-		simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/pools", &pools)
+		simulatorGET(t, tok.ID, simulatorLoadBalancer+"/lbaas/pools", &pools)
 		if len(pools.Pools) == 0 {
 			return false
 		}
-		simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/pools/"+str(pools.Pools[0]["id"])+"/members", &members)
+		simulatorGET(t, tok.ID, simulatorLoadBalancer+"/lbaas/pools/"+str(pools.Pools[0]["id"])+"/members", &members)
 		return len(members.Members) > 0
-	}, 5*time.Minute, 2*time.Second, "no server with a load balancer member; resources: %v", projectResources(t, tok.projectID))
+	}, 5*time.Minute, 2*time.Second, "no server with a load balancer member; resources: %v", projectResources(t, tok.ProjectID))
 	timed(t, "openstack: create → control-plane server behind the load balancer", start)
-	after := projectResources(t, tok.projectID)
-	t.Logf("project %s after the create: %v", tok.projectID, after)
+	after := projectResources(t, tok.ProjectID)
+	t.Logf("project %s after the create: %v", tok.ProjectID, after)
 
 	// No network, subnet or router of CAPO's: the servers are on the tenant's network.
 	require.Equal(t, before["networks"], after["networks"], "CAPO made a network though the template names one")
@@ -482,7 +483,7 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 	var rawPorts struct {
 		Ports []map[string]any `json:"ports"`
 	}
-	simulatorGET(t, tok.id, simulatorNetwork+"/ports", &rawPorts)
+	simulatorGET(t, tok.ID, simulatorNetwork+"/ports", &rawPorts)
 	serverIP := map[string]string{}
 	for _, p := range rawPorts.Ports {
 		for _, s := range servers {
@@ -508,7 +509,7 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 			ProvisioningStatus string `json:"provisioning_status"`
 		} `json:"loadbalancers"`
 	}
-	simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/loadbalancers", &lbs)
+	simulatorGET(t, tok.ID, simulatorLoadBalancer+"/lbaas/loadbalancers", &lbs)
 	require.Len(t, lbs.LoadBalancers, 1, "one load balancer for the API")
 	lb := lbs.LoadBalancers[0]
 	require.Equal(t, subnetID, lb.VipSubnetID, "the load balancer's VIP is on the tenant's subnet")
@@ -516,7 +517,7 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 	var listeners struct {
 		Listeners []map[string]any `json:"listeners"`
 	}
-	simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/listeners", &listeners)
+	simulatorGET(t, tok.ID, simulatorLoadBalancer+"/lbaas/listeners", &listeners)
 	require.True(t, slices.ContainsFunc(listeners.Listeners, func(l map[string]any) bool {
 		port, _ := l["protocol_port"].(float64)
 		return port == 6443 && str(l["protocol"]) == "TCP"
@@ -533,12 +534,12 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 	var monitors struct {
 		HealthMonitors []map[string]any `json:"healthmonitors"`
 	}
-	simulatorGET(t, tok.id, simulatorLoadBalancer+"/lbaas/healthmonitors", &monitors)
+	simulatorGET(t, tok.ID, simulatorLoadBalancer+"/lbaas/healthmonitors", &monitors)
 	require.NotEmpty(t, monitors.HealthMonitors, "no health monitor on the API pool")
 	var fips struct {
 		FloatingIPs []map[string]any `json:"floatingips"`
 	}
-	simulatorGET(t, tok.id, simulatorNetwork+"/floatingips", &fips)
+	simulatorGET(t, tok.ID, simulatorNetwork+"/floatingips", &fips)
 	var apiFIP string
 	for _, f := range fips.FloatingIPs {
 		if str(f["port_id"]) == lb.VipPortID {
@@ -556,7 +557,7 @@ func TestOpenStackFixedNetworkAndLoadBalancer(t *testing.T) {
 	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
 	waitGone(t, cloud, id, 5*time.Minute)
 	timed(t, "openstack: delete with a load balancer → gone", start)
-	require.Equal(t, before, projectResources(t, tok.projectID), "the delete left resources in the project")
+	require.Equal(t, before, projectResources(t, tok.ProjectID), "the delete left resources in the project")
 }
 
 func str(v any) string { s, _ := v.(string); return s }

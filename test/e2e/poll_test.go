@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // The waits poll magnum-api's REST API with one token per cloud, as Horizon and Terraform do, and
@@ -15,7 +17,7 @@ import (
 // seconds of CPU (Python's start and a new Keystone token), and with four tests waiting at once
 // that was half of the 2-core machine, taken from the controllers the tests wait on.
 
-var magnumNewestURL = env("MCB_MAGNUM_NEW_URL", "http://127.0.0.1:9512/v1")
+var magnumNewestURL = testutil.Env("MCB_MAGNUM_NEW_URL", "http://127.0.0.1:9512/v1")
 
 type pollToken struct {
 	id     string

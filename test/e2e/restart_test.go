@@ -12,15 +12,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // TestBridgeKilledDuringCreate: SIGKILL the bridge right after a create is accepted, start it again;
 // the cluster still reaches CREATE_COMPLETE and the management cluster holds exactly one Cluster for it.
 func TestBridgeKilledDuringCreate(t *testing.T) {
 	requireStack(t)
-	pidFile := env("MCB_BRIDGE_PIDFILE", "/var/lib/magnum-capi-bridge/run/bridge.pid")
+	pidFile := testutil.Env("MCB_BRIDGE_PIDFILE", "/var/lib/magnum-capi-bridge/run/bridge.pid")
 	tmpl := createTemplate(t, cloudDemo)
-	id := createCluster(t, cloudDemo, tmpl, "kill-"+suffix())
+	id := createCluster(t, cloudDemo, tmpl, "kill-"+testutil.RandomHex(3))
 
 	raw, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
@@ -87,7 +89,7 @@ func TestServiceListFollowsTheBridge(t *testing.T) {
 	host += "-bridge" // deploy/local/bridge-up.sh sets [DEFAULT] host so
 	require.Equal(t, "up", serviceState(t, host))
 
-	pidFile := env("MCB_BRIDGE_PIDFILE", "/var/lib/magnum-capi-bridge/run/bridge.pid")
+	pidFile := testutil.Env("MCB_BRIDGE_PIDFILE", "/var/lib/magnum-capi-bridge/run/bridge.pid")
 	raw, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))

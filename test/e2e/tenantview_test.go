@@ -30,30 +30,15 @@ import (
 
 // The zed bridge's tenant view and discovery document (deploy/local/bridge-up.sh, mgmt-up.sh).
 var (
-	discoveryURL    = env("MCB_DISCOVERY_URL", "http://127.0.0.1:9513"+discovery.WellKnownPath)
-	mgmtServer      = env("MCB_MGMT_SERVER", "https://127.0.0.1:16443")
-	mgmtCA          = env("MCB_MGMT_CA", "/var/lib/magnum-capi-bridge/mgmt/pki/ca.crt")
-	bridgeLog       = env("MCB_BRIDGE_LOG", "/var/log/magnum-capi-bridge/bridge.log")
-	fakeComputeURL  = env("MCB_FAKE_COMPUTE_URL", "http://127.0.0.1:8774/v2.1/")
-	keystoneURL     = env("MCB_KEYSTONE_URL", "http://127.0.0.1:5000/v3")
+	discoveryURL    = testutil.Env("MCB_DISCOVERY_URL", "http://127.0.0.1:9513"+discovery.WellKnownPath)
+	mgmtServer      = testutil.Env("MCB_MGMT_SERVER", "https://127.0.0.1:16443")
+	mgmtCA          = testutil.Env("MCB_MGMT_CA", "/var/lib/magnum-capi-bridge/mgmt/pki/ca.crt")
+	bridgeLog       = testutil.Env("MCB_BRIDGE_LOG", "/var/log/magnum-capi-bridge/bridge.log")
+	fakeComputeURL  = testutil.Env("MCB_FAKE_COMPUTE_URL", "http://127.0.0.1:8774/v2.1/")
+	keystoneURL     = testutil.Env("MCB_KEYSTONE_URL", "http://127.0.0.1:5000/v3")
 	zedPrefix       = "magnum-"
 	discoverySchema = "../../docs/managed-kubernetes.schema.json"
 )
-
-type userToken struct {
-	ID        string `json:"id"`
-	ProjectID string `json:"project_id"`
-	UserID    string `json:"user_id"`
-}
-
-func userTokenOf(t *testing.T, cloud string) userToken {
-	t.Helper()
-	var tok userToken
-	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloud, "token", "issue", "-f", "json")), &tok))
-	require.NotEmpty(t, tok.ID)
-	require.NotEmpty(t, tok.ProjectID)
-	return tok
-}
 
 // execCredentialScript is the exec credential of docs/tenant-view.md's one-liner: a Keystone token
 // of the current OS_CLOUD as an ExecCredential. kubectl reads --exec-arg as CSV, so the JSON's commas
@@ -143,12 +128,12 @@ type capiClusterList struct {
 func TestTenantViewKeystoneLogin(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	demo, alt := userTokenOf(t, cloudDemo), userTokenOf(t, cloudAlt)
+	demo, alt := tokenOf(t, cloudDemo), tokenOf(t, cloudAlt)
 	require.NotEqual(t, demo.ProjectID, alt.ProjectID)
 	demoNS, altNS := templates.NamespaceFor(zedPrefix, demo.ProjectID), templates.NamespaceFor(zedPrefix, alt.ProjectID)
 
-	demoUUID := createCluster(t, cloudDemo, createTemplate(t, cloudDemo), "tv-"+suffix(), "--node-count", "1")
-	altUUID := createCluster(t, cloudAlt, createTemplate(t, cloudAlt), "tv-"+suffix(), "--node-count", "1")
+	demoUUID := createCluster(t, cloudDemo, createTemplate(t, cloudDemo), "tv-"+testutil.RandomHex(3), "--node-count", "1")
+	altUUID := createCluster(t, cloudAlt, createTemplate(t, cloudAlt), "tv-"+testutil.RandomHex(3), "--node-count", "1")
 
 	demoKC, altKC := execKubeconfig(t, cloudDemo), execKubeconfig(t, cloudAlt)
 	list := func(kc, ns string) (capiClusterList, string, error) {
@@ -254,7 +239,7 @@ func TestTenantViewRefusesBadTokens(t *testing.T) {
 	require.NotContains(t, string(logs), wrong[7:30])
 
 	// Revoked.
-	tok := userTokenOf(t, cloudDemo)
+	tok := tokenOf(t, cloudDemo)
 	ns := projectNamespaceReady(t, cloudDemo, tok.ProjectID)
 	path := "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + ns + "/clusters"
 	require.Equal(t, http.StatusOK, apiStatus(t, tok.ID, path))
@@ -313,7 +298,7 @@ func TestDiscoveryDocument(t *testing.T) {
 
 	// A new flavor in Nova (the fake's POST /flavors).
 	compute := &gophercloud.ServiceClient{ProviderClient: &gophercloud.ProviderClient{}, Endpoint: fakeComputeURL}
-	name := "e2e-disc-" + suffix()
+	name := "e2e-disc-" + testutil.RandomHex(3)
 	f, err := flavors.Create(context.Background(), compute, flavors.CreateOpts{Name: name, VCPUs: 3, RAM: 3072,
 		Disk: gophercloud.IntToPointer(30), IsPublic: gophercloud.Enabled}).Extract()
 	require.NoError(t, err)
@@ -337,14 +322,14 @@ func TestDiscoveryDocument(t *testing.T) {
 func TestTenantViewRefusesExpiredTokens(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	ns := projectNamespaceReady(t, cloudDemo, userTokenOf(t, cloudDemo).ProjectID) // before the clock starts
+	ns := projectNamespaceReady(t, cloudDemo, tokenOf(t, cloudDemo).ProjectID) // before the clock starts
 	// 90 s: on a loaded machine the CLI calls below take tens of seconds (30 s expired before the
 	// first read once).
 	// Whole seconds: the expiration is sent to the second, and a fraction cut off made the token
 	// expire up to a second before `expires` (CI saw it refused "-1s after its expiry").
 	expires := time.Now().Add(90 * time.Second).UTC().Truncate(time.Second)
 	var cred struct{ ID, Secret string }
-	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "application", "credential", "create", "e2e-expiring-"+suffix(),
+	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "application", "credential", "create", "e2e-expiring-"+testutil.RandomHex(3),
 		"--expiration", expires.Format("2006-01-02T15:04:05"), "-f", "json")), &cred))
 	t.Cleanup(func() { _, _ = openstack(t, cloudDemo, "application", "credential", "delete", cred.ID) })
 	provider, err := gcopenstack.AuthenticatedClient(context.Background(), gophercloud.AuthOptions{IdentityEndpoint: keystoneURL,
@@ -374,7 +359,7 @@ func projectNamespaceReady(t *testing.T, cloud, projectID string) string {
 	if bound() {
 		return ns
 	}
-	createCluster(t, cloud, createTemplate(t, cloud), "tvns-"+suffix(), "--node-count", "1")
+	createCluster(t, cloud, createTemplate(t, cloud), "tvns-"+testutil.RandomHex(3), "--node-count", "1")
 	require.Eventually(t, bound, 2*time.Minute, time.Second, "no viewer RoleBinding in %s after a cluster create", ns)
 	return ns
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // terraformConfig is what a tenant writes: a template with labels, a cluster of it (1 control plane,
@@ -90,7 +91,7 @@ output "kubeconfig" {
 func TestTerraformZed(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
-	terraformLifecycle(t, "zed", cloudDemo, "", env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	terraformLifecycle(t, "zed", cloudDemo, "", testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 }
 
 // TestTerraformNewest: the same against magnum-api 23, which the provider reaches through
@@ -99,7 +100,7 @@ func TestTerraformNewest(t *testing.T) {
 	requireNewest(t)
 	t.Parallel()
 	shareNewestBridge(t)
-	url := strings.TrimSuffix(env("MCB_MAGNUM_NEW_URL", "http://127.0.0.1:9512/v1"), "/") + "/"
+	url := strings.TrimSuffix(testutil.Env("MCB_MAGNUM_NEW_URL", "http://127.0.0.1:9512/v1"), "/") + "/"
 	terraformLifecycle(t, "23", cloudNewest, fmt.Sprintf("  endpoint_overrides = { \"container-infra\" = %q }", url),
 		filepath.Join(newestRoot, "etc/magnum/magnum.conf"))
 }
@@ -109,7 +110,7 @@ func TestTerraformNewest(t *testing.T) {
 // neither Magnum's database nor the management cluster keeps anything of it. Tofu runs as demo of
 // RegionOne; cliCloud is the same user for the CLI in front of the same magnum-api.
 func terraformLifecycle(t *testing.T, api, cliCloud, provider, magnumConf string) {
-	name := "tf-" + suffix()
+	name := "tf-" + testutil.RandomHex(3)
 	// step runs one tofu command and logs its TIMING line.
 	step := func(what string, run func()) {
 		start := time.Now()

@@ -19,7 +19,7 @@ import (
 
 // tofuDir is where deploy/local/build-tofu.sh (run by `make up`) leaves OpenTofu, the provider's
 // filesystem mirror and the CLI config that installs from it.
-var tofuDir = env("MCB_TOFU_DIR", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/tofu"))
+var tofuDir = testutil.Env("MCB_TOFU_DIR", filepath.Join(os.Getenv("HOME"), ".cache/magnum-capi-bridge/tofu"))
 
 // A tofu is one OpenTofu working directory: one configuration, its state, one cloud of clouds.yaml.
 type tofu struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // A Kubernetes version the image cannot run, or the bridge does not support, and a label value
@@ -49,7 +50,7 @@ func TestRefusedBeforeAnythingIsBuilt(t *testing.T) {
 	}
 	ids := make([]string, len(cases))
 	for i, c := range cases {
-		ids[i] = createCluster(t, cloudDemo, tmpl, "refused-"+suffix(), "--node-count", "1", "--labels", c.label)
+		ids[i] = createCluster(t, cloudDemo, tmpl, "refused-"+testutil.RandomHex(3), "--node-count", "1", "--labels", c.label)
 	}
 	for i, id := range ids {
 		c := waitRefused(t, cloudDemo, id)
@@ -74,7 +75,7 @@ func TestKubeTagOfTheImageIsBuiltAndAnUpgradeItCannotRunIsRefused(t *testing.T) 
 	t.Parallel()
 	tmpl := createTemplate(t, cloudDemo, "--labels", "kube_tag=v1.36.3")
 	mismatched := createTemplateWithImage(t, cloudDemo, "ubuntu-2404-kube-v1.35.4", "--labels", "kube_tag=v1.36.3")
-	id := createCluster(t, cloudDemo, tmpl, "goodtag-"+suffix(), "--node-count", "1")
+	id := createCluster(t, cloudDemo, tmpl, "goodtag-"+testutil.RandomHex(3), "--node-count", "1")
 	c := waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
 	require.Equal(t, "v1.36.3", c.COEVersion)
 	before := capiTopology(t, id)

@@ -9,8 +9,6 @@ package isolation
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,18 +35,11 @@ import (
 // logger, which complains with a stack trace when none is set.
 func init() { crlog.SetLogger(logr.Discard()) }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 var (
-	adminKubeconfig = env("MCB_KUBECONFIG", "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig")
+	adminKubeconfig = testutil.Env("MCB_KUBECONFIG", "/var/lib/magnum-capi-bridge/mgmt/admin.kubeconfig")
 	// The configuration the local bridge runs with (deploy/local/bridge-up.sh).
-	bridgeConfigFiles = []string{env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"),
-		env("MCB_BRIDGE_CONF", "/etc/magnum-capi-bridge/bridge.conf")}
+	bridgeConfigFiles = []string{testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"),
+		testutil.Env("MCB_BRIDGE_CONF", "/etc/magnum-capi-bridge/bridge.conf")}
 )
 
 // The bridge's ServiceAccount (deploy/kubernetes/rbac.yaml).
@@ -96,17 +87,11 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // scratchProject makes a project namespace the way the bridge does, as c, and deletes it afterwards
 // (as the admin: the bridge may not delete namespaces).
 func (f *fixture) scratchProject(t *testing.T, c *capi.Client) (namespace, project string) {
 	t.Helper()
-	project = randomHex(16)
+	project = testutil.RandomHex(16)
 	namespace = templates.NamespaceFor(scratchPrefix, project)
 	ctx := ctxFor(t, time.Minute)
 	require.NoError(t, c.EnsureProjectNamespace(ctx, namespace, project))
@@ -170,20 +155,4 @@ func mustOpenstack(t *testing.T, cloud string, args ...string) string {
 	out, err := openstack(t, cloud, args...)
 	require.NoError(t, err)
 	return out
-}
-
-// eventually retries check every 200 ms until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

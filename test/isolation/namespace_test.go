@@ -17,8 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // TestProjectNamespacesFromTheCLI creates a cluster as each of two tenants (clouds devstack and
@@ -40,12 +41,12 @@ func TestProjectNamespacesFromTheCLI(t *testing.T) {
 		tn.project = strings.TrimSpace(mustOpenstack(t, tn.cloud, "token", "issue", "-f", "value", "-c", "project_id"))
 		require.Regexp(t, `^[0-9a-f]{32}$`, tn.project)
 		tn.namespace = templates.NamespaceFor(f.opts.Bridge.NamespacePrefix, tn.project)
-		tmpl := "iso-" + randomHex(3)
+		tmpl := "iso-" + testutil.RandomHex(3)
 		mustOpenstack(t, tn.cloud, "coe", "cluster", "template", "create", tmpl, "--coe", "kubernetes",
 			"--image", "ubuntu-2404-kube-v1.36.3", "--external-network", "public", "--flavor", "m1.small",
 			"--master-flavor", "m1.medium", "--keypair", "default")
 		t.Cleanup(func() { _, _ = openstack(t, tn.cloud, "coe", "cluster", "template", "delete", tmpl) })
-		out := mustOpenstack(t, tn.cloud, "coe", "cluster", "create", "iso-"+randomHex(3), "--cluster-template", tmpl,
+		out := mustOpenstack(t, tn.cloud, "coe", "cluster", "create", "iso-"+testutil.RandomHex(3), "--cluster-template", tmpl,
 			"--master-count", "1", "--node-count", "1")
 		for _, w := range strings.Fields(out) {
 			if len(w) == 36 && strings.Count(w, "-") == 4 {
@@ -73,7 +74,7 @@ func TestProjectNamespacesFromTheCLI(t *testing.T) {
 		ctx := ctxFor(t, 2*time.Minute)
 		// The Cluster is applied after the namespace is ensured, in the same handler: once it exists,
 		// the namespace's objects are those of this bridge's configuration.
-		eventually(t, time.Minute, "the CAPI Cluster of "+tn.cluster, func() error {
+		testutil.Eventually(t, time.Minute, "the CAPI Cluster of "+tn.cluster, func() error {
 			var l clusterv1.ClusterList
 			if err := f.admin.List(ctx, &l, client.InNamespace(tn.namespace),
 				client.MatchingLabels{templates.LabelClusterUUID: tn.cluster}); err != nil {
@@ -96,7 +97,7 @@ func TestProjectNamespacesFromTheCLI(t *testing.T) {
 		requireViewerBinding(t, f, tn.namespace, tn.project)
 
 		// The quota is in force: its controller has counted this project's objects.
-		eventually(t, time.Minute, "quota usage in "+tn.namespace, func() error {
+		testutil.Eventually(t, time.Minute, "quota usage in "+tn.namespace, func() error {
 			var q corev1.ResourceQuota
 			if err := f.admin.Get(ctx, client.ObjectKey{Namespace: tn.namespace, Name: capi.ResourceQuotaName}, &q); err != nil {
 				return err
@@ -177,7 +178,7 @@ func requireViewerBinding(t *testing.T, f *fixture, namespace, project string) {
 	}
 	require.NoError(t, err)
 	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: capi.ProjectViewerRole}, rb.RoleRef)
-	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(project)}}, rb.Subjects)
+	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: kubegroup.Project(project)}}, rb.Subjects)
 }
 
 // requireNoPods: a pod cannot be created in the namespace (pods=0). Run as the admin, who is not
@@ -265,7 +266,7 @@ func TestQuotaFollowsConfigurationAndIsEnforced(t *testing.T) {
 	require.Equal(t, before, snapshot())
 
 	// Enforced: once the quota controller has picked up the new limits, a fourth Secret is refused.
-	eventually(t, time.Minute, "the quota controller to count "+ns, func() error {
+	testutil.Eventually(t, time.Minute, "the quota controller to count "+ns, func() error {
 		var q corev1.ResourceQuota
 		if err := f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.ResourceQuotaName}, &q); err != nil {
 			return err

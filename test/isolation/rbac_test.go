@@ -16,9 +16,11 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates/templatestest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // renderedResources are the resources the bridge applies for a cluster of either flavor, as
@@ -189,12 +191,12 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	refused("labelling kube-system as a project namespace",
 		f.bridge.Patch(ctx, adopt, client.Apply, client.FieldOwner(capi.FieldManager), client.ForceOwnership, dry),
 		"magnum-capi-bridge-own-namespaces")
-	refused("an unlabelled namespace", f.bridge.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scratchPrefix + randomHex(4)}}, dry),
+	refused("an unlabelled namespace", f.bridge.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scratchPrefix + testutil.RandomHex(4)}}, dry),
 		"magnum-capi-bridge-own-namespaces")
 
 	// RoleBindings: only the Secret reader role, only to itself.
 	binding := func(role string, subject rbacv1.Subject) *rbacv1.RoleBinding {
-		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + randomHex(3), Namespace: ns},
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + testutil.RandomHex(3), Namespace: ns},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}, Subjects: []rbacv1.Subject{subject}}
 	}
 	self := rbacv1.Subject{Kind: "ServiceAccount", Namespace: bridgeNamespace, Name: "magnum-capi-bridge"}
@@ -206,9 +208,9 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	group := func(name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: name}
 	}
-	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(project))), dry))
+	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(kubegroup.Project(project))), dry))
 	refused("the viewer role for another project's group",
-		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(tenantview.ProjectGroup(randomHex(16)))), dry),
+		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group(kubegroup.Project(testutil.RandomHex(16)))), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	refused("the viewer role for a user",
 		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}), dry),
@@ -217,7 +219,7 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 		f.bridge.Create(ctx, binding(capi.ProjectViewerRole, group("system:authenticated")), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	refused("the Secret reader role for the project's group",
-		f.bridge.Create(ctx, binding(capi.SecretReaderRole, group(tenantview.ProjectGroup(project))), dry),
+		f.bridge.Create(ctx, binding(capi.SecretReaderRole, group(kubegroup.Project(project))), dry),
 		"magnum-capi-bridge-binds-only-itself")
 	err := f.bridge.Create(ctx, binding("cluster-admin", self), dry)
 	require.True(t, apierrors.IsForbidden(err), "binding cluster-admin to itself: %v", err)
@@ -238,7 +240,7 @@ func TestProjectViewerRBAC(t *testing.T) {
 	var rb rbacv1.RoleBinding
 	require.NoError(t, f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKey{Namespace: ns, Name: capi.ViewerBindingName}, &rb))
 	require.Equal(t, capi.ProjectViewerRole, rb.RoleRef.Name)
-	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: tenantview.ProjectGroup(project)}}, rb.Subjects)
+	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: kubegroup.Project(project)}}, rb.Subjects)
 
 	member := tenantview.UserInfo(keystoneIdentity(project))
 	sar := func(a authorizationv1.ResourceAttributes) bool {
@@ -293,5 +295,5 @@ func TestProjectViewerRBAC(t *testing.T) {
 
 // keystoneIdentity is a member of the project as the token webhook would see one.
 func keystoneIdentity(project string) keystone.Identity {
-	return keystone.Identity{UserID: randomHex(16), UserName: "viewer", ProjectID: project, Roles: []string{"member", "reader"}}
+	return keystone.Identity{UserID: testutil.RandomHex(16), UserName: "viewer", ProjectID: project, Roles: []string{"member", "reader"}}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates/templatestest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
 // renderInMemory renders a one-node in-memory cluster into namespace.
@@ -25,7 +26,7 @@ func renderInMemory(t *testing.T, namespace, project string) *templates.Rendered
 	in := templatestest.BaseInput(templates.FlavorInMemory)
 	in.Namespace = namespace
 	in.Cluster.ProjectID = project
-	in.Cluster.UUID = "bd71db63-28f3-4ac5-8e6e-" + randomHex(6)
+	in.Cluster.UUID = "bd71db63-28f3-4ac5-8e6e-" + testutil.RandomHex(6)
 	in.NodeGroups[1].NodeCount = 1
 	r, err := templates.Render(in)
 	require.NoError(t, err)
@@ -92,7 +93,7 @@ func TestCrossNamespaceReferencesAreRefused(t *testing.T) {
 	}
 	old := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
-		"metadata": map[string]any{"name": "cross-" + randomHex(3), "namespace": nsA},
+		"metadata": map[string]any{"name": "cross-" + testutil.RandomHex(3), "namespace": nsA},
 		"spec": map[string]any{
 			"infrastructureRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DevCluster", "name": "b-infra", "namespace": nsB},
 			"controlPlaneRef": map[string]any{"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
@@ -126,7 +127,7 @@ func TestCrossNamespaceReferencesAreRefused(t *testing.T) {
 	t.Cleanup(func() {
 		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: rA.Cluster.GetName()}}
 		_ = f.admin.Delete(ctxFor(t, time.Minute), cl)
-		eventually(t, 2*time.Minute, "cluster "+nsA+"/"+cl.Name+" deleted", func() error {
+		testutil.Eventually(t, 2*time.Minute, "cluster "+nsA+"/"+cl.Name+" deleted", func() error {
 			if err := f.admin.Get(ctxFor(t, 20*time.Second), client.ObjectKeyFromObject(cl), cl); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
 			}
@@ -134,7 +135,7 @@ func TestCrossNamespaceReferencesAreRefused(t *testing.T) {
 		})
 	})
 	var caA corev1.Secret
-	eventually(t, 90*time.Second, "Cluster API to make a CA for "+nsA+"/"+rA.Cluster.GetName(), func() error {
+	testutil.Eventually(t, 90*time.Second, "Cluster API to make a CA for "+nsA+"/"+rA.Cluster.GetName(), func() error {
 		return f.admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: rA.Cluster.GetName() + "-ca"}, &caA)
 	})
 	require.NotEqual(t, string(caB.Data["tls.crt"]), string(caA.Data["tls.crt"]), "A's cluster must not use the CA in %s", nsB)

@@ -13,8 +13,6 @@ package mgmt_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,15 +87,6 @@ func stackVersion(t *testing.T, key string) string {
 	return ""
 }
 
-func randomSuffix(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 3)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 func TestTopologyClusterLifecycle(t *testing.T) {
 	cfg := managementCluster(t)
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: newScheme(t)})
@@ -109,7 +98,7 @@ func TestTopologyClusterLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), availableTimeout+2*deletionTimeout)
 	defer cancel()
 
-	ns := "mgmt-e2e-" + randomSuffix(t)
+	ns := "mgmt-e2e-" + testutil.RandomHex(3)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}

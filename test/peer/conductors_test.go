@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,15 +20,6 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc/rpctest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
-
-func freePort(tb testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // proxyKubeconfig is a kubeconfig for a counting proxy; with a client certificate when the
 // client insists on one (the peer's driver asserts it has one).
@@ -78,7 +68,7 @@ func (e *benchEnv) startBridge(b *testing.B) *side {
 	proxy := startCountingProxy(b, e.ca, upstream)
 	kubeconfig := filepath.Join(e.dir, "bridge.kubeconfig")
 	e.proxyKubeconfig(b, kubeconfig, proxy.URL, false)
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	metrics := testutil.FreeAddr(b)
 	conf := filepath.Join(e.dir, "bridge.conf")
 	writeConf(b, conf, fmt.Sprintf(`[DEFAULT]
 transport_url = %s
@@ -110,11 +100,7 @@ leader_election = false
 		b.Fatal(err)
 	}
 	bin := filepath.Join(e.root, "bin", "magnum-capi-bridge")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/magnum-capi-bridge")
-	build.Dir = e.root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the bridge: %v\n%s", err, out)
-	}
+	testutil.GoBuild(b, "./cmd/magnum-capi-bridge", bin)
 	cmd := exec.Command(bin, "--config-file", magnumConf, "--config-file", conf)
 	logPath := filepath.Join(e.dir, "bridge.log")
 	startProcess(b, cmd, logPath)
@@ -131,8 +117,8 @@ leader_election = false
 }
 
 // startPeer runs the real magnum-conductor 23.0.0 of the chroot with magnum-capi-helm
-// (deploy/local/peer-up.sh installed it, helm and the chart), as shared/reference/peer-capi-helm.md
-// did: magnum.conf of the chroot, then a file of its own; a clean environment (requests would
+// (deploy/local/peer-up.sh installed it, helm and the chart), the way a real deployment runs it:
+// magnum.conf of the chroot, then a file of its own; a clean environment (requests would
 // prefer REQUESTS_CA_BUNDLE over the kubeconfig's CA).
 func (e *benchEnv) startPeer(b *testing.B) *side {
 	ctx := context.Background()

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,16 +65,6 @@ func binDir() string {
 	return filepath.Join(cache, "bin")
 }
 
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // pki is a throw-away CA with the serving and client certificates the harness needs.
 func writeFile(tb testing.TB, path string, data []byte) string {
 	tb.Helper()
@@ -119,7 +108,7 @@ func startAPIServer(tb testing.TB, dir string) *apiServer {
 	saPub := writeFile(tb, filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}))
 	policy := writeFile(tb, filepath.Join(dir, "audit-policy.yaml"), []byte(auditPolicy))
 
-	etcdPort, peerPort, apiPort := freePort(tb), freePort(tb), freePort(tb)
+	etcdPort, peerPort, apiPort := testutil.FreePort(tb), testutil.FreePort(tb), testutil.FreePort(tb)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	a.start(tb, filepath.Join(bin, "etcd"), "--name=scale", "--data-dir="+filepath.Join(dir, "etcd"),

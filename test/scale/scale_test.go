@@ -1,4 +1,4 @@
-// Package scale is issue 16's scale harness: the bridge's real binary, real RabbitMQ (its own
+// Package scale is the bridge's scale harness: the bridge's real binary, real RabbitMQ (its own
 // vhost), real MariaDB (its own database with Magnum's schema) and a real kube-apiserver of its
 // own, with Cluster API's controllers replaced by a CAPI simulation (capisim_test.go). It runs only
 // with MCB_SCALE=1 (`make bench-scale`); see BenchmarkScale.
@@ -113,7 +113,7 @@ func loadScaleConfig(tb testing.TB) scaleConfig {
 	return c
 }
 
-// BenchmarkScale measures issue 16's figures in one run (-benchtime 1x; b.N > 1 is refused):
+// BenchmarkScale measures the scale figures in one run (-benchtime 1x; b.N > 1 is refused):
 //
 //	MCB_SCALE=1 go test -tags integration,e2e -run '^$' -bench '^BenchmarkScale$' -benchtime 1x -timeout 3h ./test/scale
 //
@@ -171,11 +171,7 @@ func newHarness(b *testing.B, cfg scaleConfig) *harness {
 	h.prefix = "mcbs" + rpctest.RandomSuffix()[:6] + "-"
 	start := time.Now()
 	bin := filepath.Join(h.dir, "magnum-capi-bridge")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/magnum-capi-bridge")
-	build.Dir = testutil.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the bridge: %v\n%s", err, out)
-	}
+	testutil.GoBuild(b, "./cmd/magnum-capi-bridge", bin)
 	h.api = startAPIServer(b, h.dir)
 	h.api.installCRDs(b)
 	scheme, err := capi.NewScheme()
@@ -208,7 +204,7 @@ func newHarness(b *testing.B, cfg scaleConfig) *harness {
 	}
 
 	broker := rpctest.NewVhost(b)
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	metricsAddr := testutil.FreeAddr(b)
 	h.metrics = "http://" + metricsAddr
 	conf := filepath.Join(h.dir, "magnum.conf")
 	writeFile(b, conf, []byte(fmt.Sprintf(`[DEFAULT]

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack"
 )
 
 func TestTemplateCreateWithUbuntuImage(t *testing.T) {

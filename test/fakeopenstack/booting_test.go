@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack/boot"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack/boot"
 )
 
 // recordingBooter is a fake Booter: it records what the simulator asks of it.

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/fakeopenstack/boot"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/test/fakeopenstack/boot"
 )
 
 // Booter is what a server does with its user data once it is ACTIVE (boot.Workloads: a kubeadm

@@ -482,8 +482,8 @@ func TestHandlerPanicsOnUnknownService(t *testing.T) {
 }
 
 // What Horizon's magnum-ui dialogs ask the cloud for besides magnum-api: without the keypair list
-// the template dialog offers no keypair, and without the zones the Create Cluster dialog never opens
-// (shared/reference/real-clients.md). Neutron's extension list is asked before most network calls.
+// the template dialog offers no keypair, and without the zones the Create Cluster dialog never opens.
+// Neutron's extension list is asked before most network calls.
 func TestHorizonDialogLookups(t *testing.T) {
 	cloud, srv := servers(t, DefaultSeed())
 

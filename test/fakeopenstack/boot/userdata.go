@@ -2,7 +2,7 @@
 // image: cloud-init reads the server's user data and runs kubeadm, which starts (or joins) a cluster.
 // Nothing boots here; the package reads what CAPI's kubeadm bootstrap provider put in the user data —
 // the node's name and provider ID, the API endpoint, the join token, the cluster's CAs — so that the
-// simulator can answer as that node would (issue 13, docs/simulated-boot-plan.md).
+// simulator can answer as that node would (docs/simulated-boot-plan.md).
 package boot
 
 import (

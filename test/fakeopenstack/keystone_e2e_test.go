@@ -9,16 +9,13 @@ package fakeopenstack
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
-	"github.com/gophercloud/utils/v2/openstack/clientconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,35 +23,13 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-func e2eUnavailable(t *testing.T, why string) {
-	t.Helper()
-	t.Fatalf("%s (the e2e tier needs the local stack: `make up`)", why)
-}
-
-func keystoneToken(ctx context.Context, t *testing.T, opts gophercloud.AuthOptions) string {
-	t.Helper()
-	provider, err := openstack.AuthenticatedClient(ctx, opts)
-	if err != nil {
-		e2eUnavailable(t, fmt.Sprintf("Keystone at %s does not authenticate (start the local stack with `make up`): %v", opts.IdentityEndpoint, err))
-	}
-	return provider.Token()
-}
-
 func TestSimulatorValidatesKeystoneAndApplicationCredentialTokens(t *testing.T) {
 	testutil.Require(t, testutil.E2E)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cloud, err := clientconfig.GetCloudFromYAML(&clientconfig.ClientOpts{Cloud: "devstack"})
-	if err != nil {
-		e2eUnavailable(t, fmt.Sprintf("no cloud devstack in clouds.yaml (written by deploy/local/openstack/up.sh to /etc/openstack/clouds.yaml): %v", err))
-	}
+	cloud := testutil.Cloud(t, "devstack")
 	authURL := cloud.AuthInfo.AuthURL
-	tokenOf := func(name string) string {
-		opts, err := clientconfig.AuthOptions(&clientconfig.ClientOpts{Cloud: name})
-		require.NoError(t, err, name)
-		return keystoneToken(ctx, t, *opts)
-	}
-	demoToken, altToken := tokenOf("devstack"), tokenOf("devstack-alt")
+	demoToken, altToken := testutil.PasswordToken(ctx, t, "devstack"), testutil.PasswordToken(ctx, t, "devstack-alt")
 	demo, err := keystone.NewClient(ctx, authURL, keystone.NewSecret(demoToken))
 	require.NoError(t, err)
 	clusterUUID := uuid.NewString()
@@ -67,7 +42,7 @@ func TestSimulatorValidatesKeystoneAndApplicationCredentialTokens(t *testing.T) 
 			t.Errorf("deleting the test's application credentials: %v", err)
 		}
 	})
-	appCredToken := keystoneToken(ctx, t, gophercloud.AuthOptions{IdentityEndpoint: authURL,
+	appCredToken := testutil.KeystoneToken(ctx, t, gophercloud.AuthOptions{IdentityEndpoint: authURL,
 		ApplicationCredentialID: creds.CAPO.ID, ApplicationCredentialSecret: creds.CAPO.Secret.Reveal()})
 
 	sim := startSim(t, WithCallers(KeystoneCallers(authURL, nil)))
