@@ -2,9 +2,7 @@ package compute
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/osclient"
 )
@@ -40,21 +38,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("compute: ")
-	b.WriteString(e.Op)
-	if e.Group != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Group)
-	}
-	if e.StatusCode != 0 {
-		fmt.Fprintf(&b, ": %d %s", e.StatusCode, http.StatusText(e.StatusCode))
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
+	return osclient.Answer{Status: e.StatusCode, Message: e.Message}.Describe("compute", e.Op, e.Group)
 }
 
 // statusOf says which HTTP status each status sentinel stands for.

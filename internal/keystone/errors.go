@@ -2,7 +2,6 @@ package keystone
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -62,21 +61,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("keystone: ")
-	b.WriteString(e.Op)
-	if e.Credential != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Credential)
-	}
-	if e.StatusCode != 0 {
-		fmt.Fprintf(&b, ": %d %s", e.StatusCode, http.StatusText(e.StatusCode))
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
+	return osclient.Answer{Status: e.StatusCode, Message: e.Message}.Describe("keystone", e.Op, e.Credential)
 }
 
 // statusOf says which HTTP status each status sentinel stands for.

@@ -78,6 +78,23 @@ func Classify(err error, secrets ...string) Answer {
 	return a
 }
 
+// Describe is how the clients' errors read: "service: op subject: 404 Not Found: the service's
+// message", each part present only when known.
+func (a Answer) Describe(service, op, subject string) string {
+	var b strings.Builder
+	b.WriteString(service + ": " + op)
+	if subject != "" {
+		b.WriteString(" " + subject)
+	}
+	if a.Status != 0 {
+		fmt.Fprintf(&b, ": %d %s", a.Status, http.StatusText(a.Status))
+	}
+	if a.Message != "" {
+		b.WriteString(": " + a.Message)
+	}
+	return b.String()
+}
+
 // Sentinels maps a package's sentinel errors to the HTTP status each stands for, so that its
 // Error type's Is method matches them by status.
 type Sentinels map[error]int
