@@ -10,6 +10,8 @@
 # The side by side needs `make up`; without the stack it is left out and the table says so.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=lib.sh
+. deploy/local/lib.sh
 out=$(mktemp -d "${TMPDIR:-/tmp}/mcb-bench.XXXXXX")
 table=$out/table.tsv
 : >"$table"

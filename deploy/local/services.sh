@@ -2,7 +2,8 @@
 # Starts the machine's RabbitMQ, MariaDB and PostgreSQL if they are installed but stopped, and installs
 # them when absent. These are the machine's own services: the stack's down.sh never stops them.
 set -euo pipefail
-. "$(dirname "$0")/common.sh"
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+ensure_dirs
 export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v rabbitmq-server >/dev/null || need+=(rabbitmq-server)

@@ -9,11 +9,13 @@
 # builds clusters in demo's project, which the OpenStack tests count: both run last, alone.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=lib.sh
+. deploy/local/lib.sh
 GO=${GO:-go}
 PKGS=${PKGS:-./...}
 TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 E2E_PARALLEL=${E2E_PARALLEL:-5}
-LOG_DIR=${MCB_LOG_DIR:-/var/log/magnum-capi-bridge}
+LOG_DIR=$MCB_LOG_DIR
 mkdir -p "$LOG_DIR"
 TIMES=$LOG_DIR/test-times.tsv
 : >"$TIMES"
