@@ -132,7 +132,7 @@ if is_service_enabled magnum-capi-bridge 2>/dev/null && [[ $# -gt 0 ]]; then
         install_magnum_capi_bridge
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         configure_magnum_capi_bridge_kubernetes
-        configure_magnum_capi_bridge
+        configure_magnum_capi_bridge "$MAGNUM_CAPI_BRIDGE_CONF"
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
         start_magnum_capi_bridge
     fi

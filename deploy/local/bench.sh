@@ -19,7 +19,7 @@ commands=()
 
 # -p 1: one package's benchmarks at a time; by default go test runs two test binaries at once here,
 # and a benchmark that shares the cores with another package's measures both.
-cmd=(go test -tags integration,e2e -p 1 -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -count 1 ./internal/... ./test/...)
+cmd=(go test -tags 'integration,e2e' -p 1 -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -count 1 ./internal/... ./test/...)
 commands+=("${cmd[*]}")
 echo "# command: ${cmd[*]}"
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(go version)"

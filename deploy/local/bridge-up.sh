@@ -118,7 +118,7 @@ for r in $(seq 1 "$replicas"); do start_replica "$r"; done
 # Replicas of an earlier, larger BRIDGE_REPLICAS.
 for f in "$MCB_RUN_DIR/$base"-[0-9]*.pid; do
   [ -e "$f" ] || continue
-  r=${f##*/$base-}; r=${r%.pid}
+  r=${f##*/"$base"-}; r=${r%.pid}
   if [[ $r =~ ^[0-9]+$ ]] && [ "$r" -gt "$replicas" ]; then
     log "stopping $base-$r (BRIDGE_REPLICAS=$replicas)"; stop_pid "$base-$r" 30
   fi

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # its variables are read by the scripts that source it
 # The one library of the local-stack scripts (deploy/local and deploy/local/openstack): where state,
 # PID files, logs and cached binaries live, the management cluster's ports, logging, and the helpers
 # that start, find and stop the processes the stack runs. Sourcing it only sets variables and defines
@@ -6,7 +6,6 @@
 # directories. Every path below can be overridden from the environment.
 
 mcb_local_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-mcb_root=$(cd "$mcb_local_dir/../.." && pwd)
 # shellcheck source=versions.env
 . "$mcb_local_dir/versions.env"
 
@@ -295,6 +294,7 @@ sql_quote() { printf "'%s'" "${1//\'/\'\'}"; }
 # start and stop a background process with a PID file and a log (devstack uses systemd units). They
 # keep devstack's names and signatures, so die becomes devstack's `die LINENO MESSAGE`. Nothing else
 # of devstack is imitated.
+# shellcheck disable=SC2317 # the stand-ins are called by plugin.sh, which shellcheck does not follow here
 use_devstack_shims() {
   # Devstack's phase logging and fatal errors; each line names the plugin function it comes from.
   echo_summary() { printf '%s devstack plugin %s: %s\n' "$(date -u +%H:%M:%S)" "${FUNCNAME[1]:-}" "$*" >&2; }

@@ -23,6 +23,7 @@ in_root() {
 # The driver, from Debian (forky), unpacked into a directory of its own that only the peer's
 # PYTHONPATH names: installed into the chroot's site-packages, the newest stack's magnum-api (same
 # chroot) finds it among its drivers and picks it for Ubuntu templates instead of the bridge's.
+# shellcheck disable=SC2016 # dpkg-query's format, not a shell expansion
 if in_root dpkg-query -W -f '${Status}' python3-magnum-capi-helm 2>/dev/null | grep -q 'install ok installed'; then
   log "peer-up: removing python3-magnum-capi-helm from the chroot's site-packages (it belongs in /opt/magnum-peer)"
   in_root apt-get purge -y -q python3-magnum-capi-helm >"$MCB_LOG_DIR/peer-apt.log" 2>&1
@@ -34,6 +35,8 @@ if [ "${have%%-*}" != "$MAGNUM_CAPI_HELM_VERSION" ]; then
   fetch() { in_root sh -c 'cd /var/cache/apt/archives && apt-get -o DPkg::Lock::Timeout=900 download -q python3-magnum-capi-helm'; }
   { fetch || { in_root apt-get -o DPkg::Lock::Timeout=900 update -q && fetch; }; } >"$MCB_LOG_DIR/peer-apt.log" 2>&1 ||
     { tail -n 20 "$MCB_LOG_DIR/peer-apt.log" >&2; log "peer-up: apt-get download in the chroot failed"; exit 1; }
+  # The newest download (ls -t); Debian package file names hold no spaces or newlines.
+  # shellcheck disable=SC2012
   deb=$(ls -t "$newest_root"/var/cache/apt/archives/python3-magnum-capi-helm_*.deb | head -1)
   rm -rf "$peer_lib" && mkdir -p "$peer_lib"
   dpkg-deb -x "$deb" "$peer_lib"
@@ -64,7 +67,7 @@ chart_dir=$newest_root/var/lib/magnum-peer
 mkdir -p "$chart_dir"
 HELM_CACHE_HOME=$cache/home/cache HELM_CONFIG_HOME=$cache/home/config HELM_DATA_HOME=$cache/home/data \
   "$cache/helm" package "$root/test/peer/standin-chart" -d "$chart_dir" >/dev/null
-log "peer-up: chart $(ls "$chart_dir"/openstack-cluster-*.tgz | sed "s#^$newest_root##")"
+log "peer-up: chart $(printf '%s\n' "$chart_dir"/openstack-cluster-*.tgz | sed "s#^$newest_root##")"
 
 "$MCB_BIN_DIR/kubectl" --kubeconfig "$ADMIN_KUBECONFIG" apply --server-side -f "$root/test/peer/addons-standin-crds.yaml" >/dev/null
 log "peer-up: add-on stand-in CRDs applied"

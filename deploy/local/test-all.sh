@@ -8,7 +8,7 @@
 # fault waits until the end-to-end package has. The churn smoke kills bridges and the peer smoke
 # builds clusters in demo's project, which the OpenStack tests count: both run last, alone.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=lib.sh
 . deploy/local/lib.sh
 GO=${GO:-go}
@@ -23,7 +23,7 @@ T0=$SECONDS
 # -trimpath: a clean clone in another folder reuses the build cache of the last run's unchanged
 # packages; -ldflags=-w: no DWARF in the ~40 test binaries (the linker's largest part; panics and
 # failures keep their file:line).
-flags=(-race -count=1 -timeout "$TEST_TIMEOUT" -tags integration,e2e -trimpath -ldflags=-w)
+flags=(-race -count=1 -timeout "$TEST_TIMEOUT" -tags 'integration,e2e' -trimpath -ldflags=-w)
 
 # stage NAME COMMAND...: runs COMMAND, records its start, end and exit status for the time table.
 stage() {
@@ -84,6 +84,8 @@ stage up make --no-print-directory up || { table; exit 1; }
 stage "magnum driver (python)" /usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
 py_rc=$?
 
+# PKGS is a list of package patterns: split on purpose.
+# shellcheck disable=SC2086
 mapfile -t all < <($GO list $PKGS) || exit 1
 e2e=() others=()
 for p in "${all[@]}"; do

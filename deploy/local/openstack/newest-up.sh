@@ -159,7 +159,10 @@ fi
 ids=$(in_root id -u magnum):$(in_root id -g magnum)
 [ "$ids" = "$MAGNUM_UID:$MAGNUM_GID" ] ||
 	die "the chroot's magnum user is $ids but the host's is $MAGNUM_UID:$MAGNUM_GID; rebuild the chroot (rm -rf --one-file-system $ROOT after newest-down.sh)"
+# dpkg-query's format, not a shell expansion.
+# shellcheck disable=SC2016
 MAGNUM_NEW_VERSION=$(in_root dpkg-query -W -f='${Version}' python3-magnum)
+# shellcheck disable=SC2016 # dpkg-query's format
 log "packages: magnum $MAGNUM_NEW_VERSION, magnumclient $(in_root dpkg-query -W -f='${Version}' python3-magnumclient)"
 
 # ---------------------------------------------------------------------------------------------
