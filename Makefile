@@ -79,7 +79,7 @@ SEEDS ?= 1 2 3 4 5
 soak: up
 	@for s in $(SEEDS); do $(MAKE) --no-print-directory test-faults FAULT_SEED=$$s || exit 1; done
 
-## churn: issue 11's must-show on `make up`'s stack — three replicas of this tree's bridge, CHURN_CLUSTERS
+## churn: failover under load on `make up`'s stack — three replicas of this tree's bridge, CHURN_CLUSTERS
 ## creates and CHURN_DELETES deletes through the CLI while the leader and another replica are SIGKILLed
 ## (CHURN_SEED); prints the CHURN summary line and restores one bridge. Hold the stack lock when shared.
 CHURN_SEED ?= 1
@@ -100,7 +100,7 @@ lint:
 bench:
 	deploy/local/bench.sh
 
-## bench-scale: issue 16's scale harness (test/scale) — the bridge against its own etcd + kube-apiserver
+## bench-scale: the scale harness (test/scale) — the bridge against its own etcd + kube-apiserver
 ## (the binaries make up builds), its own MariaDB database and RabbitMQ vhost, and a CAPI simulation;
 ## prints one table of figures with the command. SCALE_CLUSTERS live clusters at the end (1000, 5000: a
 ## longer run); it does not touch the running stack, but takes both cores: hold the stack lock when shared.
@@ -126,9 +126,10 @@ bench-scale:
 bench-scale-smoke:
 	$(MAKE) --no-print-directory bench-scale SCALE_CLUSTERS=6 SCALE_SEQUENTIAL=3 SCALE_GAP=200ms SCALE_BURST=3 SCALE_IDLE=10s SCALE_LAG_SAMPLES=4 SCALE_SOAK=20s SCALE_KEYS=12 SCALE_TIMEOUT=15m
 
-## bench-peer: issue 16's side by side — the same creates, over the real RPC path, through the bridge and
-## through the peer (the real magnum-conductor 23.0.0 with magnum-capi-helm, in the forky chroot), one after
-## the other on the local stack's management cluster (test/peer); prints one table. Needs `make up`.
+## bench-peer: the side by side with the peer conductor — the same creates, over the real RPC path,
+## through the bridge and through the peer (the real magnum-conductor 23.0.0 with magnum-capi-helm, in the
+## forky chroot), one after the other on the local stack's management cluster (test/peer); prints one
+## table. Needs `make up`.
 PEER_CLUSTERS ?= 5
 PEER_IDLE ?= 60s
 bench-peer: build

@@ -3,7 +3,7 @@
 # peer (test/peer), and one closing table — figure | bridge | peer | ratio | goal — with the commands.
 #   BENCHTIME (2s)          -benchtime of the micro-benchmarks
 #   BENCH_SCALE_CLUSTERS    N of the scale harness (default: the Makefile's SCALE_CLUSTERS, 100)
-#   BENCH_SCALE_SOAK        its soak of steady churn (default: none; 30m is issue 16's)
+#   BENCH_SCALE_SOAK        its soak of steady churn (default: none; e.g. 30m)
 #   BENCH_SCALE_KEYS (800)  the bridge's pregenerated key pool in the harness: an operator who expects
 #                           bursts of 200 creates sizes it for them (4 keys a create); empty: the default, 32
 #   BENCH_PEER_CLUSTERS (5) creates per conductor in the side by side; BENCH_PEER=0 leaves it out

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares the peer of `make bench-peer` (test/peer): the real magnum-conductor 23.0.0 of the forky
-# chroot with StackHPC's magnum-capi-helm driver, as shared/reference/peer-capi-helm.md ran it.
+# chroot with StackHPC's magnum-capi-helm driver, as a Magnum deployment runs it.
 #   - python3-magnum-capi-helm ($MAGNUM_CAPI_HELM_VERSION) from Debian, unpacked into the chroot's
 #     /opt/magnum-peer (not its site-packages: magnum-api 23 there would load it);
 #   - helm ($HELM_VERSION) built from the Go module proxy, cached outside the work tree like
