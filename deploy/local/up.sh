@@ -46,7 +46,7 @@ The stack is up. Try, as the demo tenant:
       --master-count 1 --node-count 2
   openstack --os-cloud devstack coe cluster show demo -c status -c status_reason -c api_address
   mkdir -p ~/demo && openstack --os-cloud devstack coe cluster config demo --dir ~/demo
-  KUBECONFIG=~/demo/config $(dirname "$(command -v kubectl 2>/dev/null || echo "$MCB_KUBECTL")")/kubectl get nodes
+  KUBECONFIG=~/demo/config $(dirname "$(command -v kubectl 2>/dev/null || echo "${MCB_KUBECTL:-$MCB_BIN_DIR/kubectl}")")/kubectl get nodes
 
 The same through magnum-api 23.0.0 (region RegionTwo; its magnumclient 5 has node labels/taints and
 \`coe credential rotate\`):
