@@ -464,7 +464,7 @@ func freeAddr(t *testing.T) string {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // a test against 127.0.0.1
+	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -472,7 +472,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func ready(base string, want bool) error {
-	resp, err := http.Get(base + "/readyz") //nolint:noctx // a test against 127.0.0.1
+	resp, err := http.Get(base + "/readyz")
 	if err != nil {
 		return err
 	}
@@ -486,7 +486,7 @@ func ready(base string, want bool) error {
 
 func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics") //nolint:noctx // a test against 127.0.0.1
+	resp, err := http.Get(base + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
