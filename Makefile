@@ -12,7 +12,7 @@ PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn lint bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn lint staticcheck shellcheck bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
 
 all: build
 
@@ -91,10 +91,40 @@ churn: build
 	  | tee /var/log/magnum-capi-bridge/churn-$(CHURN_SEED).log | grep -E 'churn|CHURN|Error|^(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}
 
-lint:
+## lint: gofmt, go vet, staticcheck (with the test tiers' build tags, both modules) and shellcheck (every
+## tracked shell script). staticcheck is built from the Go module proxy into a cache outside the work
+## tree, so a clean clone reuses it; shellcheck is Debian's, installed here when missing (as root).
+# Build tags of the test tiers (docs/testing.md): files behind them are checked too.
+LINT_TAGS := integration,e2e
+# staticcheck 2026.2 is the first release that understands Go 1.26.
+STATICCHECK_VERSION ?= v0.8.2
+TOOLS_DIR ?= $(or $(MCB_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/magnum-capi-bridge)/tools
+STATICCHECK := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)
+# Tracked shell scripts: *.sh and the files whose first line is a sh or bash shebang ("^.!": a hash
+# sign would start a make comment).
+SHELL_SCRIPTS = $(shell { git ls-files '*.sh'; git ls-files -z | xargs -0 awk 'FNR == 1 && /^.!.*(\/|env )(ba)?sh( |$$)/ { print FILENAME } { nextfile }'; } | sort -u)
+
+lint: shellcheck staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^tools/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd test/caposim && $(GO) vet ./...
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) -tags $(LINT_TAGS) ./...
+	cd test/caposim && $(STATICCHECK) -tags $(LINT_TAGS) ./...
+
+# One binary per version: a version bump installs the new one next to the old.
+$(STATICCHECK):
+	@mkdir -p $(TOOLS_DIR)
+	cd / && GOBIN=$(TOOLS_DIR)/.gobin-$(STATICCHECK_VERSION) GOFLAGS=-trimpath $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS_DIR)/.gobin-$(STATICCHECK_VERSION)/staticcheck $@ && rmdir $(TOOLS_DIR)/.gobin-$(STATICCHECK_VERSION)
+
+shellcheck:
+	@command -v shellcheck >/dev/null || { [ "$$(id -u)" = 0 ] || { echo "make lint needs shellcheck (apt-get install shellcheck)"; exit 1; }; \
+	  echo "installing shellcheck"; export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends shellcheck >/dev/null || \
+	  { apt-get -o DPkg::Lock::Timeout=900 update -qq && apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends shellcheck >/dev/null; }; }
+	shellcheck $(SHELL_SCRIPTS)
 
 ## bench: benchmarks with their figures (latency percentiles, throughput, memory).
 bench:
