@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # devstack plugin of magnum-capi-bridge: installs the bridge in place of magnum-conductor.
 # The functions below are also what the local stack's deploy/local/bridge-up.sh runs (with small
-# stand-ins for devstack's own iniset/run_process, deploy/local/devstack-shims.sh), so CI exercises
+# stand-ins for devstack's own iniset/run_process, use_devstack_shims in deploy/local/lib.sh), so CI exercises
 # them on every `make up`.
 
 # install_magnum_capi_bridge: the binary and the driver registration magnum-api validates against.
@@ -132,7 +132,7 @@ if is_service_enabled magnum-capi-bridge 2>/dev/null && [[ $# -gt 0 ]]; then
         install_magnum_capi_bridge
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         configure_magnum_capi_bridge_kubernetes
-        configure_magnum_capi_bridge
+        configure_magnum_capi_bridge "$MAGNUM_CAPI_BRIDGE_CONF"
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
         start_magnum_capi_bridge
     fi

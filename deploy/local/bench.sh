@@ -3,13 +3,15 @@
 # peer (test/peer), and one closing table — figure | bridge | peer | ratio | goal — with the commands.
 #   BENCHTIME (2s)          -benchtime of the micro-benchmarks
 #   BENCH_SCALE_CLUSTERS    N of the scale harness (default: the Makefile's SCALE_CLUSTERS, 100)
-#   BENCH_SCALE_SOAK        its soak of steady churn (default: none; 30m is issue 16's)
+#   BENCH_SCALE_SOAK        its soak of steady churn (default: none; e.g. 30m)
 #   BENCH_SCALE_KEYS (800)  the bridge's pregenerated key pool in the harness: an operator who expects
 #                           bursts of 200 creates sizes it for them (4 keys a create); empty: the default, 32
 #   BENCH_PEER_CLUSTERS (5) creates per conductor in the side by side; BENCH_PEER=0 leaves it out
 # The side by side needs `make up`; without the stack it is left out and the table says so.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=lib.sh
+. deploy/local/lib.sh
 out=$(mktemp -d "${TMPDIR:-/tmp}/mcb-bench.XXXXXX")
 table=$out/table.tsv
 : >"$table"
@@ -17,7 +19,7 @@ commands=()
 
 # -p 1: one package's benchmarks at a time; by default go test runs two test binaries at once here,
 # and a benchmark that shares the cores with another package's measures both.
-cmd=(go test -tags integration,e2e -p 1 -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -count 1 ./internal/... ./test/...)
+cmd=(go test -tags 'integration,e2e' -p 1 -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-2s}" -count 1 ./internal/... ./test/...)
 commands+=("${cmd[*]}")
 echo "# command: ${cmd[*]}"
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(go version)"

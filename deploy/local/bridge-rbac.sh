@@ -8,14 +8,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-. "$here/common.sh"
-. "$here/devstack-shims.sh"
-eval "$(. "$here/mgmt-common.sh" && declare -p ADMIN_KUBECONFIG STATE_DIR BIN_DIR)"
+. "$here/lib.sh"
+ensure_dirs
+use_devstack_shims
 [ -s "$ADMIN_KUBECONFIG" ] || die $LINENO "$ADMIN_KUBECONFIG does not exist; run deploy/local/mgmt-up.sh"
-kubectl=$BIN_DIR/kubectl
+kubectl=$MCB_BIN_DIR/kubectl
 [ -x "$kubectl" ] || kubectl=$(command -v kubectl) || die $LINENO "no kubectl (run deploy/local/build-k8s.sh)"
 MAGNUM_CAPI_BRIDGE_DIR=$root MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG
-MAGNUM_CAPI_BRIDGE_KUBECONFIG=$STATE_DIR/bridge.kubeconfig MAGNUM_CAPI_BRIDGE_KUBECTL=$kubectl
+MAGNUM_CAPI_BRIDGE_KUBECONFIG=$MCB_MGMT_DIR/bridge.kubeconfig MAGNUM_CAPI_BRIDGE_KUBECTL=$kubectl
 . "$root/deploy/devstack/settings"
 . "$root/deploy/devstack/plugin.sh"
 configure_magnum_capi_bridge_kubernetes

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # (Re)starts a bridge instance against the local stack. It reads the same magnum.conf as its
-# magnum-api plus its own section in $MCB_ETC/<instance>.conf. A running bridge whose binary or
+# magnum-api plus its own section in $MCB_ETC_DIR/<instance>.conf. A running bridge whose binary or
 # configuration changed is restarted; otherwise this is a no-op.
 #
 # Usage: [BRIDGE_REPLICAS=N] bridge-up.sh [zed|newest]
 #   zed (default)  magnum-api 15.0.1: /etc/magnum/magnum.conf, namespaces magnum-<project>,
-#                  PID file $MCB_RUN/bridge.pid, log $MCB_LOG/bridge.log, metrics and health on
+#                  PID file $MCB_RUN_DIR/bridge.pid, log $MCB_LOG_DIR/bridge.log, metrics and health on
 #                  127.0.0.1:9590 (/metrics, /healthz, /readyz)
 #   newest         magnum-api 23.0.0 in the forky chroot (openstack/newest-up.sh): its magnum.conf
 #                  (vhost magnum-new, database magnum_new), namespaces magnum23-<project>,
-#                  PID file $MCB_RUN/bridge-newest.pid, log $MCB_LOG/bridge-newest.log, 127.0.0.1:9591
+#                  PID file $MCB_RUN_DIR/bridge-newest.pid, log $MCB_LOG_DIR/bridge-newest.log, 127.0.0.1:9591
 # The two instances share the management cluster; distinct namespace prefixes keep their objects apart.
 # BRIDGE_REPLICAS=N (default 1) runs N replicas per instance, as operators run a conductor per
 # controller: replica r > 1 is <name>-r ([DEFAULT] host <hostname>-<name>-r, its own magnum_service
@@ -19,8 +19,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-. "$here/common.sh"
-. "$here/versions.env"
+. "$here/lib.sh"
+ensure_dirs
 replicas=${BRIDGE_REPLICAS:-1}
 [[ $replicas =~ ^[1-9][0-9]?$ ]] || { echo "BRIDGE_REPLICAS must be 1-99, not '$replicas'" >&2; exit 2; }
 case ${1:-zed} in
@@ -31,7 +31,7 @@ zed)
   name=bridge magnum_conf=/etc/magnum/magnum.conf prefix=magnum- release="" port=9590 views=1 allowed=inmemory,openstack
   ;;
 newest)
-  # Only NEWEST_ROOT: stack.env's MCB_STATE_DIR means something else to mgmt-common.sh (bridge-rbac.sh).
+  # Only NEWEST_ROOT: stack.env exports every setting of the OpenStack half, which the bridge need not inherit.
   newest_root=$(. "$here/openstack/stack.env" && echo "$NEWEST_ROOT")
   name=bridge-newest magnum_conf=$newest_root/etc/magnum/magnum.conf prefix=magnum23- release=23 port=9591 views=0 allowed=inmemory
   [ -s "$magnum_conf" ] || { log "no $magnum_conf: run deploy/local/openstack/newest-up.sh first"; exit 1; }
@@ -43,15 +43,14 @@ esac
 bin=$root/bin/magnum-capi-bridge
 [ -x "$bin" ] || (cd "$root" && make -s build)
 # The devstack plugin's own functions install, configure and start the bridge (deploy/devstack),
-# with stand-ins for the few devstack functions they call (devstack-shims.sh); its log lines name them.
-. "$here/devstack-shims.sh"
-# Only the management cluster's paths: mgmt-common.sh's log/die would replace this script's.
-eval "$(. "$here/mgmt-common.sh" && declare -p ADMIN_KUBECONFIG STATE_DIR BIN_DIR PKI_DIR TOKEN_WEBHOOK_PORT)"
+# with stand-ins for the few devstack functions they call (lib.sh's use_devstack_shims); its log lines
+# name them.
+use_devstack_shims
 MAGNUM_CAPI_BRIDGE_DIR=$root MAGNUM_CAPI_BRIDGE_BUILD=False MAGNUM_CAPI_BRIDGE_BIN=$bin PYTHON=/usr/bin/python3
 MAGNUM_CAPI_BRIDGE_MAGNUM_CONF=$magnum_conf
 # The bridge's own ServiceAccount (deploy/kubernetes/rbac.yaml), not the management cluster's admin.
-MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG MAGNUM_CAPI_BRIDGE_KUBECONFIG=$STATE_DIR/bridge.kubeconfig
-MAGNUM_CAPI_BRIDGE_KUBECTL=$BIN_DIR/kubectl
+MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG MAGNUM_CAPI_BRIDGE_KUBECONFIG=$MCB_MGMT_DIR/bridge.kubeconfig
+MAGNUM_CAPI_BRIDGE_KUBECTL=$MCB_BIN_DIR/kubectl
 MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX=$prefix MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE=inmemory MAGNUM_CAPI_BRIDGE_ALLOWED_INFRASTRUCTURES=$allowed
 MAGNUM_CAPI_BRIDGE_KUBERNETES_VERSION=$DEFAULT_WORKLOAD_K8S_VERSION MAGNUM_CAPI_BRIDGE_MAGNUM_RELEASE=$release
 . "$root/deploy/devstack/settings"
@@ -65,7 +64,7 @@ base=$name instance=${1:-zed}
 start_replica() {
   local r=$1 name=$base bind=127.0.0.1:$((port + 2 * ($1 - 1)))
   [ "$r" = 1 ] || name=$base-$r
-  local conf=$MCB_ETC/$name.conf
+  local conf=$MCB_ETC_DIR/$name.conf
   MAGNUM_CAPI_BRIDGE_SERVICE=$name MAGNUM_CAPI_BRIDGE_CONF=$conf MAGNUM_CAPI_BRIDGE_HOST=$(hostname)-$name
   cat > "$conf.new" <<CONF
 # Written by deploy/local/bridge-up.sh ${instance} with the devstack plugin's configure_magnum_capi_bridge.
@@ -85,11 +84,11 @@ CONF
     iniset "$conf.new" bridge tenant_view_cache_ttl 5
     iniset "$conf.new" bridge discovery_bind 127.0.0.1:9513
     iniset "$conf.new" bridge discovery_cache_ttl 5
-    if [ -s "$PKI_DIR/token-webhook.crt" ]; then
-      iniset "$conf.new" bridge token_webhook_cert_file "$PKI_DIR/token-webhook.crt"
-      iniset "$conf.new" bridge token_webhook_key_file "$PKI_DIR/token-webhook.key"
+    if [ -s "$MCB_PKI_DIR/token-webhook.crt" ]; then
+      iniset "$conf.new" bridge token_webhook_cert_file "$MCB_PKI_DIR/token-webhook.crt"
+      iniset "$conf.new" bridge token_webhook_key_file "$MCB_PKI_DIR/token-webhook.key"
     else
-      log "no $PKI_DIR/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
+      log "no $MCB_PKI_DIR/token-webhook.crt (an older mgmt-up.sh): the token webhook serves plain HTTP on 127.0.0.1"
     fi
   fi
   # BRIDGE_EXTRA_CONFIG: more [bridge] lines (e.g. the fault stage's short update_timeout), appended to
@@ -98,8 +97,8 @@ CONF
   [ -z "${BRIDGE_EXTRA_CONFIG:-}" ] || printf '%s\n' "$BRIDGE_EXTRA_CONFIG" >> "$conf.new"
   local stamp
   stamp=$( (sha256sum "$bin" "$magnum_conf" "$conf.new") | sha256sum | cut -c1-16)
-  if pid_alive "$name" && [ "$(cat "$MCB_RUN/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
-    log "$name already running (pid $(cat "$MCB_RUN/$name.pid")); metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
+  if pid_alive "$name" && [ "$(cat "$MCB_RUN_DIR/$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+    log "$name already running (pid $(cat "$MCB_RUN_DIR/$name.pid")); metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
     rm -f "$conf.new"; return 0
   fi
   mv "$conf.new" "$conf"
@@ -107,19 +106,19 @@ CONF
   log "starting $name"
   # The log is appended to: the wait below looks for this start's "serving" only.
   local seen=0
-  [ ! -e "$MCB_LOG/$name.log" ] || seen=$(wc -l <"$MCB_LOG/$name.log")
+  [ ! -e "$MCB_LOG_DIR/$name.log" ] || seen=$(wc -l <"$MCB_LOG_DIR/$name.log")
   # --check-config first (it names the first dependency that fails), then run_process.
   start_magnum_capi_bridge
-  echo "$stamp" > "$MCB_RUN/$name.stamp"
-  wait_for "$name's heartbeat" 30 bash -c "tail -n +$((seen + 1)) '$MCB_LOG/$name.log' | grep -q 'serving'"
-  log "$name running (pid $(cat "$MCB_RUN/$name.pid")), log $MCB_LOG/$name.log; metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
+  echo "$stamp" > "$MCB_RUN_DIR/$name.stamp"
+  wait_for "$name's heartbeat" 30 bash -c "tail -n +$((seen + 1)) '$MCB_LOG_DIR/$name.log' | grep -q 'serving'"
+  log "$name running (pid $(cat "$MCB_RUN_DIR/$name.pid")), log $MCB_LOG_DIR/$name.log; metrics http://$bind/metrics, health http://$bind/healthz, http://$bind/readyz"
 }
 
 for r in $(seq 1 "$replicas"); do start_replica "$r"; done
 # Replicas of an earlier, larger BRIDGE_REPLICAS.
-for f in "$MCB_RUN/$base"-[0-9]*.pid; do
+for f in "$MCB_RUN_DIR/$base"-[0-9]*.pid; do
   [ -e "$f" ] || continue
-  r=${f##*/$base-}; r=${r%.pid}
+  r=${f##*/"$base"-}; r=${r%.pid}
   if [[ $r =~ ^[0-9]+$ ]] && [ "$r" -gt "$replicas" ]; then
     log "stopping $base-$r (BRIDGE_REPLICAS=$replicas)"; stop_pid "$base-$r" 30
   fi

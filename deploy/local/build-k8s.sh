@@ -5,10 +5,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-# shellcheck source=versions.env
-. "$here/versions.env"
-cache=${MCB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/magnum-capi-bridge}
-bin=$cache/bin
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bin=$MCB_BIN_DIR
 mkdir -p "$bin"
 export GOFLAGS="-trimpath -buildvcs=false" CGO_ENABLED=0
 

@@ -10,9 +10,9 @@
 # The build runs under `nice` (two cores are shared with the running stack); MCB_BUILD_JOBS sets go's -p.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=versions.env
-. "$here/versions.env"
-cache=${MCB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/magnum-capi-bridge}/tofu
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+cache=$MCB_CACHE/tofu
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9 # two `make up`s at once build once

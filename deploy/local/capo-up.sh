@@ -10,35 +10,32 @@
 #
 # Needs the management cluster up (mgmt-up.sh); MCB_SKIP_BUILD=1 skips the (cached) build check.
 set -euo pipefail
-# shellcheck source=mgmt-common.sh
-. "$(cd "$(dirname "$0")" && pwd)/mgmt-common.sh"
-root=$(cd "$mgmt_here/../.." && pwd)
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+log_prefix="mgmt: "
+root=$(cd "$mcb_local_dir/../.." && pwd)
 
 # CAPO's ports: webhook, health, diagnostics (next to the CAPI managers' 19443-19446/19540-19543/19640-19643).
 CAPO_WEBHOOK_PORT=19447
 CAPO_HEALTH_PORT=19544
 CAPO_DIAGNOSTICS_PORT=19644
 
-# mgmt-common.sh knows the CAPI components; teach its helpers the CAPO manager's binary.
-eval "mgmt_$(declare -f binary_of)"
-binary_of() { if [ "$1" = capo ]; then echo capo-manager; else mgmt_binary_of "$1"; fi; }
+mgmt_lock
+mkdir -p "$MCB_RUN_DIR" "$MCB_LOG_DIR"
 
-lock
-mkdir -p "$RUN_DIR" "$LOG_DIR"
-
-pid_of kube-apiserver >/dev/null || die "the management cluster is not running (start it with deploy/local/mgmt-up.sh)"
-tls=(--cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key")
+component_pid kube-apiserver >/dev/null || die "the management cluster is not running (start it with deploy/local/mgmt-up.sh)"
+tls=(--cacert "$MCB_PKI_DIR/ca.crt" --cert "$MCB_PKI_DIR/admin.crt" --key "$MCB_PKI_DIR/admin.key")
 curl -sf -o /dev/null --max-time 5 "${tls[@]}" "https://127.0.0.1:$APISERVER_PORT/readyz" ||
   die "kube-apiserver on 127.0.0.1:$APISERVER_PORT is not ready"
 
 if [ "${MCB_SKIP_BUILD:-0}" != 1 ]; then
-  if ! "$mgmt_here/build-k8s.sh" capo >>"$LOG_DIR/build-k8s.log" 2>&1; then
-    tail -n 30 "$LOG_DIR/build-k8s.log" >&2
-    die "building capo-manager failed (log: $LOG_DIR/build-k8s.log)"
+  if ! "$mcb_local_dir/build-k8s.sh" capo >>"$MCB_LOG_DIR/build-k8s.log" 2>&1; then
+    tail -n 30 "$MCB_LOG_DIR/build-k8s.log" >&2
+    die "building capo-manager failed (log: $MCB_LOG_DIR/build-k8s.log)"
   fi
 fi
 for b in capo-manager capi-install; do
-  [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing (run deploy/local/build-k8s.sh capi capo)"
+  [ -x "$MCB_BIN_DIR/$b" ] || die "$MCB_BIN_DIR/$b missing (run deploy/local/build-k8s.sh capi capo)"
 done
 
 # CRDs and webhooks come from the module cache of the module that built the manager, so they match.
@@ -50,21 +47,21 @@ fi
 capo_mod=${moddirs[0]} orc_mod=${moddirs[1]}
 # CAPO's default kustomization sets the provider label through commonLabels, which capi-install
 # does not read, so the name is given here.
-"$BIN_DIR/capi-install" -kubeconfig "$ADMIN_KUBECONFIG" -ca-bundle "$PKI_DIR/ca.crt" \
+"$MCB_BIN_DIR/capi-install" -kubeconfig "$ADMIN_KUBECONFIG" -ca-bundle "$MCB_PKI_DIR/ca.crt" \
   -provider "config=$capo_mod/config,port=$CAPO_WEBHOOK_PORT,name=infrastructure-openstack" \
   -provider "name=orc,crds=$orc_mod/config/crd/bases,webhooks=none" \
-  >>"$LOG_DIR/capi-install.log" 2>&1 || {
-  tail -n 20 "$LOG_DIR/capi-install.log" >&2
-  die "capi-install of CAPO failed (log: $LOG_DIR/capi-install.log)"
+  >>"$MCB_LOG_DIR/capi-install.log" 2>&1 || {
+  tail -n 20 "$MCB_LOG_DIR/capi-install.log" >&2
+  die "capi-install of CAPO failed (log: $MCB_LOG_DIR/capi-install.log)"
 }
 log "CAPO and ORC CRDs and CAPO's webhook configurations applied"
 
-bin=$BIN_DIR/capo-manager
-args=(--kubeconfig="$ADMIN_KUBECONFIG" --webhook-cert-dir="$PKI_DIR/webhook" --webhook-port="$CAPO_WEBHOOK_PORT"
+bin=$MCB_BIN_DIR/capo-manager
+args=(--kubeconfig="$ADMIN_KUBECONFIG" --webhook-cert-dir="$MCB_PKI_DIR/webhook" --webhook-port="$CAPO_WEBHOOK_PORT"
   --health-addr="127.0.0.1:$CAPO_HEALTH_PORT" --diagnostics-address="127.0.0.1:$CAPO_DIAGNOSTICS_PORT"
   --insecure-diagnostics --v=1)
 running=false
-if pid=$(pid_of capo); then
+if pid=$(component_pid capo); then
   exe=$(readlink "/proc/$pid/exe")
   if { [ "$exe" = "$bin" ] || { [ "$exe" = "$bin (deleted)" ] && cmp -s "/proc/$pid/exe" "$bin"; }; } &&
     [ "$(tr '\0' '\n' <"/proc/$pid/cmdline")" = "$(printf '%s\n' "$bin" "${args[@]}")" ]; then
@@ -76,19 +73,19 @@ if pid=$(pid_of capo); then
 fi
 if ! $running; then
   # setsid: the manager outlives this script; 9>&- keeps the lock from leaking into it.
-  setsid "$bin" "${args[@]}" >>"$LOG_DIR/capo.log" 2>&1 </dev/null 9>&- &
-  echo $! >"$RUN_DIR/capo.pid"
-  log "started capo (pid $!, log $LOG_DIR/capo.log)"
+  setsid "$bin" "${args[@]}" >>"$MCB_LOG_DIR/capo.log" 2>&1 </dev/null 9>&- &
+  echo $! >"$MCB_RUN_DIR/capo.pid"
+  log "started capo (pid $!, log $MCB_LOG_DIR/capo.log)"
 fi
 
 deadline=$((SECONDS + 120))
 until curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$CAPO_HEALTH_PORT/readyz"; do
-  if ! pid_of capo >/dev/null; then
-    log "capo is not running; last lines of $LOG_DIR/capo.log:"
-    tail -n 20 "$LOG_DIR/capo.log" >&2
+  if ! component_pid capo >/dev/null; then
+    log "capo is not running; last lines of $MCB_LOG_DIR/capo.log:"
+    tail -n 20 "$MCB_LOG_DIR/capo.log" >&2
     exit 1
   fi
-  [ $SECONDS -lt $deadline ] || die "capo not ready after 120s (log: $LOG_DIR/capo.log)"
+  [ $SECONDS -lt $deadline ] || die "capo not ready after 120s (log: $MCB_LOG_DIR/capo.log)"
   sleep 0.2
 done
 log "CAPO manager ready (webhooks on port $CAPO_WEBHOOK_PORT)"

@@ -2,11 +2,13 @@
 # Stops exactly what up.sh started, newest first; data is kept, so `make up` restores the stack.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/common.sh"
+. "$here/lib.sh"
+ensure_dirs
 # Every bridge replica (BRIDGE_REPLICAS), newest first.
-for f in "$MCB_RUN"/bridge-newest*.pid "$MCB_RUN"/bridge*.pid; do
+for f in "$MCB_RUN_DIR"/bridge-newest*.pid "$MCB_RUN_DIR"/bridge*.pid; do
   [ -e "$f" ] || continue
-  n=${f##*/}; stop_pid "${n%.pid}" 30
+  n=${f##*/}
+  stop_pid "${n%.pid}" 30
 done
 stop_pid horizon 30
 "$here/capo-down.sh"

@@ -7,12 +7,11 @@
 # Idempotent and quick when everything is in place: packages are installed once, static files are
 # collected and compressed again only when the packages or the settings change, and a running Horizon
 # is restarted only when its settings, uwsgi ini or packages changed.
-# PID file $MCB_RUN/horizon.pid, log $MCB_LOG/horizon.log; stopped by down.sh.
+# PID file $MCB_RUN_DIR/horizon.pid, log $MCB_LOG_DIR/horizon.log; stopped by down.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/common.sh"
-# shellcheck source=versions.env
-. "$here/versions.env"
+. "$here/lib.sh"
+ensure_dirs
 [ "$(id -u)" = 0 ] || { echo "horizon-up: run as root (it installs packages and starts a service)" >&2; exit 1; }
 t0=$SECONDS
 listen=${MCB_HORIZON_LISTEN:-127.0.0.1:8080}
@@ -20,8 +19,8 @@ keystone_url=${MCB_KEYSTONE_URL:-http://127.0.0.1:5000/v3}
 dash=/usr/share/openstack-dashboard
 static=/var/lib/openstack-dashboard/static
 snippet=/etc/openstack-dashboard/local_settings.d/_90_magnum_capi_bridge.py
-ini=$MCB_ETC/horizon-uwsgi.ini
-cache=${MCB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/magnum-capi-bridge}/playwright-core-$PLAYWRIGHT_CORE_VERSION
+ini=$MCB_ETC_DIR/horizon-uwsgi.ini
+cache=$MCB_CACHE/playwright-core-$PLAYWRIGHT_CORE_VERSION
 tmp=$(mktemp -d)
 policy_rc=0
 cleanup() {
@@ -109,7 +108,7 @@ gid = www-data
 chdir = $dash
 wsgi-file = $dash/wsgi.py
 static-map = /static=$static
-logto = $MCB_LOG/horizon.log
+logto = $MCB_LOG_DIR/horizon.log
 name = horizon
 EOF
 if ! cmp -s "$tmp/uwsgi.ini" "$ini"; then
@@ -125,8 +124,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "horizon-up: collectstatic + compress"; t=$SECONDS
   # /usr/bin/python3: a python3 earlier in PATH (pyenv) lacks Debian's Django.
   (cd "$dash" && nice -n 19 /usr/bin/python3 manage.py collectstatic --noinput -v0 &&
-    nice -n 19 /usr/bin/python3 manage.py compress --force -v0) >>"$MCB_LOG/horizon-static.log" 2>&1 ||
-    { tail -n 30 "$MCB_LOG/horizon-static.log" >&2; log "horizon-up: collectstatic/compress failed"; exit 1; }
+    nice -n 19 /usr/bin/python3 manage.py compress --force -v0) >>"$MCB_LOG_DIR/horizon-static.log" 2>&1 ||
+    { tail -n 30 "$MCB_LOG_DIR/horizon-static.log" >&2; log "horizon-up: collectstatic/compress failed"; exit 1; }
   echo "$want" >"$stamp"; changed=1
   log "horizon-up: static files done in $((SECONDS - t))s"
 fi
@@ -145,26 +144,26 @@ if [ ! -f "$cache/node_modules/playwright-core/package.json" ]; then
 fi
 
 # --- start (or restart after a change).
-running() { pid_alive horizon && tr '\0' ' ' <"/proc/$(cat "$MCB_RUN/horizon.pid")/cmdline" | grep -qF "$ini"; }
-if running && [ "$changed" = 1 ]; then
+horizon_running() { pid_alive horizon && tr '\0' ' ' <"/proc/$(cat "$MCB_RUN_DIR/horizon.pid")/cmdline" | grep -qF "$ini"; }
+if horizon_running && [ "$changed" = 1 ]; then
   log "horizon-up: settings or packages changed; restarting Horizon"
   stop_pid horizon 30
 fi
 url=http://$listen/auth/login/
-if running; then
-  log "horizon-up: Horizon running (pid $(cat "$MCB_RUN/horizon.pid")) on http://$listen/"
+if horizon_running; then
+  log "horizon-up: Horizon running (pid $(cat "$MCB_RUN_DIR/horizon.pid")) on http://$listen/"
 else
-  rm -f "$MCB_RUN/horizon.pid"
+  rm -f "$MCB_RUN_DIR/horizon.pid"
   if [ -n "$(ss -Hltn "( sport = :${listen##*:} )" 2>/dev/null)" ]; then
     log "horizon-up: port ${listen##*:} is in use by a process this script did not start"; exit 1
   fi
-  touch "$MCB_LOG/horizon.log" && chown www-data:www-data "$MCB_LOG/horizon.log"
-  start-stop-daemon --start --background --make-pidfile --pidfile "$MCB_RUN/horizon.pid" \
+  touch "$MCB_LOG_DIR/horizon.log" && chown www-data:www-data "$MCB_LOG_DIR/horizon.log"
+  start-stop-daemon --start --background --make-pidfile --pidfile "$MCB_RUN_DIR/horizon.pid" \
     --chdir "$dash" --exec "$uwsgi" -- --ini "$ini"
   # The first request loads Django and every dashboard (a few seconds on a loaded machine).
   if ! wait_for "Horizon on $url" 120 bash -c "[ \"\$(curl -s -o /dev/null -m 10 -w '%{http_code}' $url)\" = 200 ]"; then
-    tail -n 30 "$MCB_LOG/horizon.log" >&2; exit 1
+    tail -n 30 "$MCB_LOG_DIR/horizon.log" >&2; exit 1
   fi
-  log "horizon-up: Horizon started (pid $(cat "$MCB_RUN/horizon.pid")) on http://$listen/"
+  log "horizon-up: Horizon started (pid $(cat "$MCB_RUN_DIR/horizon.pid")) on http://$listen/"
 fi
 log "horizon-up: done in $((SECONDS - t0))s (Horizon $(version_of openstack-dashboard), magnum-ui $(version_of python3-magnum-ui), chromium $(version_of chromium), playwright-core $PLAYWRIGHT_CORE_VERSION)"

@@ -11,6 +11,8 @@
 # Idempotent: installs the packages only when they are missing, and alembic skips applied revisions.
 # The database itself must exist; this script does not create or drop databases.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 if [ $# -lt 1 ] || [ -z "$1" ]; then
   echo "usage: $0 <sqlalchemy-url> [alembic-revision]" >&2

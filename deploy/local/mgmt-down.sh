@@ -5,10 +5,11 @@
 # apiserver ignores SIGTERM for good once etcd is gone. SIGKILL after MCB_STOP_TIMEOUT (10 s).
 # Data, PKI and the kubeconfig are kept; mgmt-up.sh brings the same cluster back.
 set -euo pipefail
-# shellcheck source=mgmt-common.sh
-. "$(cd "$(dirname "$0")" && pwd)/mgmt-common.sh"
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+log_prefix="mgmt: "
 
-lock
+mgmt_lock
 t0=$(date +%s%3N)
 pids=()
 for c in capd cabpk kcp capi kube-controller-manager; do
@@ -19,5 +20,5 @@ rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 stop_component kube-apiserver
 stop_component etcd
-log "management cluster stopped in $(( $(date +%s%3N) - t0 ))ms (data kept in $STATE_DIR)"
+log "management cluster stopped in $(( $(date +%s%3N) - t0 ))ms (data kept in $MCB_MGMT_DIR)"
 exit $rc

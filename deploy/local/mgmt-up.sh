@@ -8,7 +8,7 @@
 #   deploy/local/mgmt-up.sh && export KUBECONFIG=$(deploy/local/mgmt-kubeconfig.sh)
 #
 # State/PKI: /var/lib/magnum-capi-bridge/mgmt, PID files: /var/lib/magnum-capi-bridge/run,
-# logs: /var/log/magnum-capi-bridge (MCB_STATE_DIR, MCB_RUN_DIR, MCB_LOG_DIR override them).
+# logs: /var/log/magnum-capi-bridge (MCB_MGMT_DIR, MCB_RUN_DIR, MCB_LOG_DIR override them; lib.sh).
 # MCB_SKIP_BUILD=1 skips the (cached) build check.
 #
 # Everything listens on 127.0.0.1 except what CAPD cannot be told otherwise: the managers' webhook
@@ -16,9 +16,10 @@
 # fixed :19000 and the fake workload API servers on :20000-30000. So run one stack per machine or
 # network namespace; clients only ever use 127.0.0.1.
 set -euo pipefail
-# shellcheck source=mgmt-common.sh
-. "$(cd "$(dirname "$0")" && pwd)/mgmt-common.sh"
-root=$(cd "$mgmt_here/../.." && pwd)
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+log_prefix="mgmt: "
+root=$(cd "$mcb_local_dir/../.." && pwd)
 
 now_ms() { date +%s%3N; }
 t_start=$(now_ms)
@@ -30,28 +31,28 @@ step_done() { # <what>: logs how long the step since the previous call took
   step_start=$t
 }
 
-lock
-mkdir -p "$RUN_DIR" "$LOG_DIR" "$STATE_DIR"
-chmod 700 "$STATE_DIR"
+mgmt_lock
+mkdir -p "$MCB_RUN_DIR" "$MCB_LOG_DIR" "$MCB_MGMT_DIR"
+chmod 700 "$MCB_MGMT_DIR"
 
 # --- binaries ---------------------------------------------------------------------------------
 if [ "${MCB_SKIP_BUILD:-0}" != 1 ]; then
-  if ! "$mgmt_here/build-k8s.sh" >>"$LOG_DIR/build-k8s.log" 2>&1; then
-    tail -n 30 "$LOG_DIR/build-k8s.log" >&2
-    die "building the binaries failed (log: $LOG_DIR/build-k8s.log)"
+  if ! "$mcb_local_dir/build-k8s.sh" >>"$MCB_LOG_DIR/build-k8s.log" 2>&1; then
+    tail -n 30 "$MCB_LOG_DIR/build-k8s.log" >&2
+    die "building the binaries failed (log: $MCB_LOG_DIR/build-k8s.log)"
   fi
 fi
 for b in etcd kube-apiserver kube-controller-manager capi-manager kcp-manager cabpk-manager capd-manager capi-install; do
-  [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing (run deploy/local/build-k8s.sh)"
+  [ -x "$MCB_BIN_DIR/$b" ] || die "$MCB_BIN_DIR/$b missing (run deploy/local/build-k8s.sh)"
 done
-step_done "binaries ready in $BIN_DIR"
+step_done "binaries ready in $MCB_BIN_DIR"
 
 # --- PKI --------------------------------------------------------------------------------------
 # One CA signs the serving certificate (apiserver, KCM and all webhooks, which clients reach as
 # 127.0.0.1) and the admin client certificate. The CA carries keyCertSign in a critical keyUsage:
 # Python >= 3.13 clients reject CAs without it.
 write_openssl_config() {
-  cat >"$PKI_DIR/openssl.cnf" <<'EOF'
+  cat >"$MCB_PKI_DIR/openssl.cnf" <<'EOF'
 [req]
 distinguished_name = dn
 prompt = no
@@ -82,12 +83,12 @@ new_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out 
 # issue <name> <subject> <extensions-section>: key + certificate signed by the CA, valid 825 days.
 issue() {
   local name=$1 subj=$2 ext=$3
-  new_key "$PKI_DIR/$name.key.tmp"
-  openssl req -new -config "$PKI_DIR/openssl.cnf" -key "$PKI_DIR/$name.key.tmp" -subj "$subj" |
-    openssl x509 -req -CA "$PKI_DIR/ca.crt" -CAkey "$PKI_DIR/ca.key" -set_serial "0x$(openssl rand -hex 16)" \
-      -days 825 -sha256 -extfile "$PKI_DIR/openssl.cnf" -extensions "$ext" -out "$PKI_DIR/$name.crt.tmp" 2>/dev/null
-  mv "$PKI_DIR/$name.key.tmp" "$PKI_DIR/$name.key"
-  mv "$PKI_DIR/$name.crt.tmp" "$PKI_DIR/$name.crt"
+  new_key "$MCB_PKI_DIR/$name.key.tmp"
+  openssl req -new -config "$MCB_PKI_DIR/openssl.cnf" -key "$MCB_PKI_DIR/$name.key.tmp" -subj "$subj" |
+    openssl x509 -req -CA "$MCB_PKI_DIR/ca.crt" -CAkey "$MCB_PKI_DIR/ca.key" -set_serial "0x$(openssl rand -hex 16)" \
+      -days 825 -sha256 -extfile "$MCB_PKI_DIR/openssl.cnf" -extensions "$ext" -out "$MCB_PKI_DIR/$name.crt.tmp" 2>/dev/null
+  mv "$MCB_PKI_DIR/$name.key.tmp" "$MCB_PKI_DIR/$name.key"
+  mv "$MCB_PKI_DIR/$name.crt.tmp" "$MCB_PKI_DIR/$name.crt"
   log "issued $name certificate ($subj)"
 }
 
@@ -95,32 +96,32 @@ issue() {
 fresh() { [ -s "$1" ] && openssl x509 -in "$1" -noout -checkend $((30 * 86400)) >/dev/null 2>&1; }
 
 ensure_pki() {
-  mkdir -p "$PKI_DIR/webhook"
-  chmod 700 "$PKI_DIR"
+  mkdir -p "$MCB_PKI_DIR/webhook"
+  chmod 700 "$MCB_PKI_DIR"
   write_openssl_config
-  if ! [ -s "$PKI_DIR/ca.key" ] || ! fresh "$PKI_DIR/ca.crt"; then
-    new_key "$PKI_DIR/ca.key"
-    openssl req -x509 -new -config "$PKI_DIR/openssl.cnf" -extensions v3_ca -key "$PKI_DIR/ca.key" \
-      -subj "/CN=magnum-capi-bridge management CA" -days 3650 -sha256 -out "$PKI_DIR/ca.crt"
-    rm -f "$PKI_DIR/serving.crt" "$PKI_DIR/admin.crt" # signed by the old CA
+  if ! [ -s "$MCB_PKI_DIR/ca.key" ] || ! fresh "$MCB_PKI_DIR/ca.crt"; then
+    new_key "$MCB_PKI_DIR/ca.key"
+    openssl req -x509 -new -config "$MCB_PKI_DIR/openssl.cnf" -extensions v3_ca -key "$MCB_PKI_DIR/ca.key" \
+      -subj "/CN=magnum-capi-bridge management CA" -days 3650 -sha256 -out "$MCB_PKI_DIR/ca.crt"
+    rm -f "$MCB_PKI_DIR/serving.crt" "$MCB_PKI_DIR/admin.crt" # signed by the old CA
     log "created CA"
   fi
-  fresh "$PKI_DIR/serving.crt" || issue serving "/CN=127.0.0.1" v3_serving
-  fresh "$PKI_DIR/admin.crt" || issue admin "/O=system:masters/CN=magnum-capi-bridge-admin" v3_client
+  fresh "$MCB_PKI_DIR/serving.crt" || issue serving "/CN=127.0.0.1" v3_serving
+  fresh "$MCB_PKI_DIR/admin.crt" || issue admin "/O=system:masters/CN=magnum-capi-bridge-admin" v3_client
   # The bridge's token webhook serves HTTPS with its own certificate (127.0.0.1), not the apiserver's key.
-  fresh "$PKI_DIR/token-webhook.crt" || issue token-webhook "/CN=magnum-capi-bridge token webhook" v3_serving
+  fresh "$MCB_PKI_DIR/token-webhook.crt" || issue token-webhook "/CN=magnum-capi-bridge token webhook" v3_serving
   # The managers read tls.crt/tls.key from --webhook-cert-dir.
-  cmp -s "$PKI_DIR/serving.crt" "$PKI_DIR/webhook/tls.crt" || cp "$PKI_DIR/serving.crt" "$PKI_DIR/webhook/tls.crt"
-  cmp -s "$PKI_DIR/serving.key" "$PKI_DIR/webhook/tls.key" || install -m 600 "$PKI_DIR/serving.key" "$PKI_DIR/webhook/tls.key"
-  if ! [ -s "$PKI_DIR/sa.key" ] || ! [ -s "$PKI_DIR/sa.pub" ]; then
-    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$PKI_DIR/sa.key" 2>/dev/null
-    chmod 600 "$PKI_DIR/sa.key"
-    openssl pkey -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub"
+  cmp -s "$MCB_PKI_DIR/serving.crt" "$MCB_PKI_DIR/webhook/tls.crt" || cp "$MCB_PKI_DIR/serving.crt" "$MCB_PKI_DIR/webhook/tls.crt"
+  cmp -s "$MCB_PKI_DIR/serving.key" "$MCB_PKI_DIR/webhook/tls.key" || install -m 600 "$MCB_PKI_DIR/serving.key" "$MCB_PKI_DIR/webhook/tls.key"
+  if ! [ -s "$MCB_PKI_DIR/sa.key" ] || ! [ -s "$MCB_PKI_DIR/sa.pub" ]; then
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$MCB_PKI_DIR/sa.key" 2>/dev/null
+    chmod 600 "$MCB_PKI_DIR/sa.key"
+    openssl pkey -in "$MCB_PKI_DIR/sa.key" -pubout -out "$MCB_PKI_DIR/sa.pub"
     log "created service-account key pair"
   fi
 }
 ensure_pki
-step_done "PKI ready in $PKI_DIR"
+step_done "PKI ready in $MCB_PKI_DIR"
 
 # --- processes --------------------------------------------------------------------------------
 # same_binary <pid> <path>: the process runs the file at path, or a file it replaced with the same
@@ -142,8 +143,8 @@ ensure_running() {
     shift
   done
   shift
-  bin=$BIN_DIR/$(binary_of "$name")
-  if pid=$(pid_of "$name"); then
+  bin=$MCB_BIN_DIR/$(component_binary "$name")
+  if pid=$(component_pid "$name"); then
     if same_binary "$pid" "$bin" &&
       [ "$(tr '\0' '\n' <"/proc/$pid/cmdline")" = "$(printf '%s\n' "$bin" "$@")" ]; then
       return 0
@@ -152,10 +153,10 @@ ensure_running() {
     stop_component "$name"
   fi
   # setsid: the process outlives this script and its session; 9>&- keeps the lock from leaking.
-  env "${envs[@]}" setsid "$bin" "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null 9>&- &
+  env "${envs[@]}" setsid "$bin" "$@" >>"$MCB_LOG_DIR/$name.log" 2>&1 </dev/null 9>&- &
   pid=$!
-  echo "$pid" >"$RUN_DIR/$name.pid"
-  log "started $name (pid $pid, log $LOG_DIR/$name.log)"
+  echo "$pid" >"$MCB_RUN_DIR/$name.pid"
+  log "started $name (pid $pid, log $MCB_LOG_DIR/$name.log)"
 }
 
 # wait_ready <component> <url> <timeout-seconds> [curl options…]
@@ -164,20 +165,20 @@ wait_ready() {
   shift 3
   local deadline=$((SECONDS + timeout))
   until curl -sf -o /dev/null --max-time 2 "$@" "$url"; do
-    if ! pid_of "$name" >/dev/null; then
-      log "$name is not running; last lines of $LOG_DIR/$name.log:"
-      tail -n 20 "$LOG_DIR/$name.log" >&2
+    if ! component_pid "$name" >/dev/null; then
+      log "$name is not running; last lines of $MCB_LOG_DIR/$name.log:"
+      tail -n 20 "$MCB_LOG_DIR/$name.log" >&2
       exit 1
     fi
-    [ $SECONDS -lt $deadline ] || die "$name not ready at $url after ${timeout}s (log: $LOG_DIR/$name.log)"
+    [ $SECONDS -lt $deadline ] || die "$name not ready at $url after ${timeout}s (log: $MCB_LOG_DIR/$name.log)"
     sleep 0.1
   done
 }
 
-tls=(--cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key")
+tls=(--cacert "$MCB_PKI_DIR/ca.crt" --cert "$MCB_PKI_DIR/admin.crt" --key "$MCB_PKI_DIR/admin.key")
 
 ensure_running etcd - -- \
-  --name=local --data-dir="$STATE_DIR/etcd" \
+  --name=local --data-dir="$MCB_MGMT_DIR/etcd" \
   --listen-client-urls="http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_CLIENT_PORT" \
   --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -198,7 +199,7 @@ clusters:
 - name: magnum-capi-bridge-token-webhook
   cluster:
     server: https://127.0.0.1:$TOKEN_WEBHOOK_PORT/tokenreview
-    certificate-authority: $PKI_DIR/ca.crt
+    certificate-authority: $MCB_PKI_DIR/ca.crt
 users:
 - name: kube-apiserver
   user: {}
@@ -216,10 +217,10 @@ write_token_webhook_kubeconfig
 ensure_running kube-apiserver - -- \
   --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
-  --tls-cert-file="$PKI_DIR/serving.crt" --tls-private-key-file="$PKI_DIR/serving.key" \
-  --client-ca-file="$PKI_DIR/ca.crt" \
+  --tls-cert-file="$MCB_PKI_DIR/serving.crt" --tls-private-key-file="$MCB_PKI_DIR/serving.key" \
+  --client-ca-file="$MCB_PKI_DIR/ca.crt" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file="$PKI_DIR/sa.pub" --service-account-signing-key-file="$PKI_DIR/sa.key" \
+  --service-account-key-file="$MCB_PKI_DIR/sa.pub" --service-account-signing-key-file="$MCB_PKI_DIR/sa.key" \
   --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=RBAC --allow-privileged=true \
   --disable-admission-plugins=ServiceAccount --enable-priority-and-fairness=false --profiling=false \
   --authentication-token-webhook-config-file="$TOKEN_WEBHOOK_KUBECONFIG" --authentication-token-webhook-version=v1 \
@@ -238,12 +239,12 @@ clusters:
 - name: magnum-capi-bridge-mgmt
   cluster:
     server: https://127.0.0.1:$APISERVER_PORT
-    certificate-authority-data: $(base64 -w0 <"$PKI_DIR/ca.crt")
+    certificate-authority-data: $(base64 -w0 <"$MCB_PKI_DIR/ca.crt")
 users:
 - name: magnum-capi-bridge-admin
   user:
-    client-certificate-data: $(base64 -w0 <"$PKI_DIR/admin.crt")
-    client-key-data: $(base64 -w0 <"$PKI_DIR/admin.key")
+    client-certificate-data: $(base64 -w0 <"$MCB_PKI_DIR/admin.crt")
+    client-key-data: $(base64 -w0 <"$MCB_PKI_DIR/admin.key")
 contexts:
 - name: magnum-capi-bridge-mgmt
   context:
@@ -262,9 +263,9 @@ write_kubeconfig
 ensure_running kube-controller-manager - -- \
   --kubeconfig="$ADMIN_KUBECONFIG" --controllers=garbage-collector-controller,namespace-controller,resourcequota-controller \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
-  --tls-cert-file="$PKI_DIR/serving.crt" --tls-private-key-file="$PKI_DIR/serving.key" \
+  --tls-cert-file="$MCB_PKI_DIR/serving.crt" --tls-private-key-file="$MCB_PKI_DIR/serving.key" \
   --authentication-skip-lookup=true
-wait_ready kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" 60 --cacert "$PKI_DIR/ca.crt"
+wait_ready kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" 60 --cacert "$MCB_PKI_DIR/ca.crt"
 step_done "kube-controller-manager ready on 127.0.0.1:$KCM_PORT"
 
 # --- CRDs and webhook configurations ------------------------------------------------------------
@@ -276,14 +277,14 @@ if [ "${#moddirs[@]}" != 2 ] || ! [ -d "${moddirs[0]}" ] || ! [ -d "${moddirs[1]
 fi
 capi_mod=${moddirs[0]} capi_test_mod=${moddirs[1]}
 port_of() { local m; for m in "${CAPI_MANAGERS[@]}"; do [ "${m%%:*}" = "$1" ] && { IFS=: read -r _ wh _ _ <<<"$m"; echo "$wh"; }; done; }
-"$BIN_DIR/capi-install" -kubeconfig "$ADMIN_KUBECONFIG" -ca-bundle "$PKI_DIR/ca.crt" \
+"$MCB_BIN_DIR/capi-install" -kubeconfig "$ADMIN_KUBECONFIG" -ca-bundle "$MCB_PKI_DIR/ca.crt" \
   -provider "config=$capi_mod/core/config,port=$(port_of capi)" \
   -provider "config=$capi_mod/controlplane/kubeadm/config,port=$(port_of kcp)" \
   -provider "config=$capi_mod/bootstrap/kubeadm/config,port=$(port_of cabpk)" \
   -provider "config=$capi_test_mod/infrastructure/docker/config,port=$(port_of capd)" \
-  >>"$LOG_DIR/capi-install.log" 2>&1 || {
-  tail -n 20 "$LOG_DIR/capi-install.log" >&2
-  die "capi-install failed (log: $LOG_DIR/capi-install.log)"
+  >>"$MCB_LOG_DIR/capi-install.log" 2>&1 || {
+  tail -n 20 "$MCB_LOG_DIR/capi-install.log" >&2
+  die "capi-install failed (log: $MCB_LOG_DIR/capi-install.log)"
 }
 step_done "CAPI $CAPI_VERSION CRDs and webhook configurations applied"
 
@@ -300,7 +301,7 @@ for m in "${CAPI_MANAGERS[@]}"; do
   [ "$name" = capd ] && envs=(POD_IP=127.0.0.1)
   [ "$name" = capi ] && extra=("--additional-sync-machine-labels=.*")
   ensure_running "$name" "${envs[@]}" -- \
-    --kubeconfig="$ADMIN_KUBECONFIG" --webhook-cert-dir="$PKI_DIR/webhook" --webhook-port="$webhook" \
+    --kubeconfig="$ADMIN_KUBECONFIG" --webhook-cert-dir="$MCB_PKI_DIR/webhook" --webhook-port="$webhook" \
     --health-addr="127.0.0.1:$health" --diagnostics-address="127.0.0.1:$diag" --insecure-diagnostics \
     --feature-gates=ClusterTopology=true,MachineTaintPropagation=true "${extra[@]}" --v=1
 done

@@ -2,7 +2,8 @@
 # Starts the machine's RabbitMQ, MariaDB and PostgreSQL if they are installed but stopped, and installs
 # them when absent. These are the machine's own services: the stack's down.sh never stops them.
 set -euo pipefail
-. "$(dirname "$0")/common.sh"
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+ensure_dirs
 export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v rabbitmq-server >/dev/null || need+=(rabbitmq-server)
@@ -26,7 +27,8 @@ if ! rabbitmqctl -q status >/dev/null 2>&1; then
 fi
 if ! pg_isready -q -h 127.0.0.1 2>/dev/null; then
   log "starting PostgreSQL"
-  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  pg_versions=(/etc/postgresql/*)
+  pg_ctlcluster --skip-systemctl-redirect "${pg_versions[0]##*/}" main start || true
   wait_for PostgreSQL 60 pg_isready -q -h 127.0.0.1
 fi
 # Tests connect as root over TCP with an empty password (MariaDB) and as postgres with trust auth.

@@ -9,12 +9,14 @@
 # waits until the end-to-end package and the peer smoke have. The churn smoke restarts the stack's
 # bridges: it runs last, alone.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=lib.sh
+. deploy/local/lib.sh
 GO=${GO:-go}
 PKGS=${PKGS:-./...}
 TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 E2E_PARALLEL=${E2E_PARALLEL:-5}
-LOG_DIR=${MCB_LOG_DIR:-/var/log/magnum-capi-bridge}
+LOG_DIR=$MCB_LOG_DIR
 mkdir -p "$LOG_DIR"
 TIMES=$LOG_DIR/test-times.tsv
 : >"$TIMES"
@@ -22,7 +24,7 @@ T0=$SECONDS
 # -trimpath: a clean clone in another folder reuses the build cache of the last run's unchanged
 # packages; -ldflags=-w: no DWARF in the ~40 test binaries (the linker's largest part; panics and
 # failures keep their file:line).
-flags=(-race -count=1 -timeout "$TEST_TIMEOUT" -tags integration,e2e -trimpath -ldflags=-w)
+flags=(-race -count=1 -timeout "$TEST_TIMEOUT" -tags 'integration,e2e' -trimpath -ldflags=-w)
 
 # stage NAME COMMAND...: runs COMMAND, records its start, end and exit status for the time table.
 stage() {
@@ -83,6 +85,8 @@ stage up make --no-print-directory up || { table; exit 1; }
 stage "magnum driver (python)" /usr/bin/python3 -m unittest discover -s deploy/magnum-driver/tests
 py_rc=$?
 
+# PKGS is a list of package patterns: split on purpose.
+# shellcheck disable=SC2086
 mapfile -t all < <($GO list $PKGS) || exit 1
 e2e=() others=()
 for p in "${all[@]}"; do

@@ -5,6 +5,8 @@
 # whose top-level `--- PASS: TestX (12.34s)` lines give the slowest tests (the package is the next
 # `ok`/`FAIL` line's).
 set -uo pipefail
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 times=$1 cpu=$2
 shift 2
 echo "== TIME TABLE: stages (seconds from the start of make test)"

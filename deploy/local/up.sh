@@ -5,17 +5,18 @@
 # module proxy), one bridge per magnum-api, and Horizon with magnum-ui on 127.0.0.1:8080. Idempotent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/common.sh"
+. "$here/lib.sh"
+ensure_dirs
 t0=$SECONDS
 # OpenTofu and terraform-provider-openstack (the Terraform end-to-end test's client) build, cached,
 # at the lowest priority while the rest comes up; most of that time is spent waiting on services.
-"$here/build-tofu.sh" >>"$MCB_LOG/build-tofu.log" 2>&1 &
+"$here/build-tofu.sh" >>"$MCB_LOG_DIR/build-tofu.log" 2>&1 &
 tofu_build=$!
 "$here/services.sh"
 "$here/openstack/up.sh"
 # Horizon + magnum-ui and the headless browser of the Horizon end-to-end test, in the background as
 # well; after openstack/up.sh, whose apt run must not overlap another one's temporary policy-rc.d.
-"$here/horizon-up.sh" >>"$MCB_LOG/horizon-up.log" 2>&1 &
+"$here/horizon-up.sh" >>"$MCB_LOG_DIR/horizon-up.log" 2>&1 &
 horizon_up=$!
 "$here/openstack/newest-up.sh"
 "$here/mgmt-up.sh"
@@ -26,12 +27,12 @@ MCB_SKIP_BUILD=1 "$here/capo-up.sh"
 "$here/bridge-up.sh" zed
 "$here/bridge-up.sh" newest
 if ! wait "$tofu_build"; then
-  tail -n 30 "$MCB_LOG/build-tofu.log" >&2
-  log "ERROR: building OpenTofu failed (log: $MCB_LOG/build-tofu.log)"; exit 1
+  tail -n 30 "$MCB_LOG_DIR/build-tofu.log" >&2
+  log "ERROR: building OpenTofu failed (log: $MCB_LOG_DIR/build-tofu.log)"; exit 1
 fi
 if ! wait "$horizon_up"; then
-  tail -n 30 "$MCB_LOG/horizon-up.log" >&2
-  log "ERROR: bringing up Horizon failed (log: $MCB_LOG/horizon-up.log)"; exit 1
+  tail -n 30 "$MCB_LOG_DIR/horizon-up.log" >&2
+  log "ERROR: bringing up Horizon failed (log: $MCB_LOG_DIR/horizon-up.log)"; exit 1
 fi
 log "local stack up in $((SECONDS - t0))s"
 cat <<MSG
@@ -45,7 +46,7 @@ The stack is up. Try, as the demo tenant:
       --master-count 1 --node-count 2
   openstack --os-cloud devstack coe cluster show demo -c status -c status_reason -c api_address
   mkdir -p ~/demo && openstack --os-cloud devstack coe cluster config demo --dir ~/demo
-  KUBECONFIG=~/demo/config $(dirname "$(command -v kubectl 2>/dev/null || echo "$MCB_KUBECTL")")/kubectl get nodes
+  KUBECONFIG=~/demo/config $(dirname "$(command -v kubectl 2>/dev/null || echo "${MCB_KUBECTL:-$MCB_BIN_DIR/kubectl}")")/kubectl get nodes
 
 The same through magnum-api 23.0.0 (region RegionTwo; its magnumclient 5 has node labels/taints and
 \`coe credential rotate\`):
@@ -58,6 +59,6 @@ The same through magnum-api 23.0.0 (region RegionTwo; its magnumclient 5 has nod
 
 Horizon (magnum-ui), as demo / secretdemo: http://127.0.0.1:8080/project/clusters/
 
-Management cluster kubeconfig: $(make -s -C "$here/../.." kubeconfig 2>/dev/null || echo "$MCB_STATE/mgmt/admin.kubeconfig")
-Logs: $MCB_LOG   PID files: $MCB_RUN   Stop: make down
+Management cluster kubeconfig: $(make -s -C "$here/../.." kubeconfig 2>/dev/null || echo "$ADMIN_KUBECONFIG")
+Logs: $MCB_LOG_DIR   PID files: $MCB_RUN_DIR   Stop: make down
 MSG

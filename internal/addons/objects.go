@@ -37,7 +37,6 @@ func rule(groups, resources, verbs []string) rbacv1.PolicyRule {
 var (
 	readVerbs  = []string{"get", "list", "watch"}
 	writeVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-	allVerbs   = []string{"*"}
 	core       = []string{""}
 )
 

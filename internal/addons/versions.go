@@ -89,6 +89,7 @@ func CloudProviderRelease(kubernetesVersion string) (string, error) {
 	}
 	minor := int(v.Minor())
 	if minor < oldestCloudProviderMinor {
+		//lint:ignore ST1005 Kubernetes is a proper noun
 		return "", fmt.Errorf("Kubernetes %s is older than any cloud-provider-openstack release the bridge knows (1.%d); set cloud_provider_tag", kubernetesVersion, oldestCloudProviderMinor)
 	}
 	return cloudProviderReleases[min(minor, newestCloudProviderMinor)], nil

@@ -455,7 +455,7 @@ func (l *lockedBuffer) String() string {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // a test against 127.0.0.1
+	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -463,7 +463,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func ready(base string, want bool) error {
-	resp, err := http.Get(base + "/readyz") //nolint:noctx // a test against 127.0.0.1
+	resp, err := http.Get(base + "/readyz")
 	if err != nil {
 		return err
 	}
@@ -477,7 +477,7 @@ func ready(base string, want bool) error {
 
 func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics") //nolint:noctx // a test against 127.0.0.1
+	resp, err := http.Get(base + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)

@@ -87,7 +87,7 @@ func TestRPCMetrics(t *testing.T) {
 
 func fetch(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // httptest server
+	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -145,7 +145,7 @@ func TestDayTwo(t *testing.T) {
 	start = time.Now()
 	mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", id, "2", "--nodes-to-remove", victim)
 	waitNodeGroup(t, id, "default-worker", "UPDATE_COMPLETE")
-	c = waitStatus(t, cloudDemo, id, 6*time.Minute, "UPDATE_COMPLETE")
+	waitStatus(t, cloudDemo, id, 6*time.Minute, "UPDATE_COMPLETE")
 	timed(t, "cluster resize 2 --nodes-to-remove", start)
 	nodes := workloadNodes(t, id)
 	require.Len(t, nodes, 3)

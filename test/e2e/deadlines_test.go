@@ -44,7 +44,7 @@ func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 
 	tmpl := createTemplate(t, cloud)
 	id := createCluster(t, cloud, tmpl, "deadline-"+testutil.RandomHex(3), "--node-count", "1")
-	c := waitStatus(t, cloud, id, 8*time.Minute, "CREATE_COMPLETE")
+	waitStatus(t, cloud, id, 8*time.Minute, "CREATE_COMPLETE")
 	// The CAPI Cluster is found by the bridge's label: Magnum 23's CLI does not show stack_id.
 	out, err := kubectl(t, mgmtKubeconfig, "get", "clusters.cluster.x-k8s.io", "-A",
 		"-l", "magnum.openstack.org/cluster-uuid="+id, "-o", "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{\"\\n\"}{end}")
@@ -71,7 +71,7 @@ func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	} else {
 		mustOpenstack(t, cloud, "coe", "cluster", "update", id, "replace", "node_count=2")
 	}
-	c = waitUntil(t, cloud, id, 4*time.Minute, "UPDATE_FAILED")
+	c := waitUntil(t, cloud, id, 4*time.Minute, "UPDATE_FAILED")
 	timed(t, "update never converging → UPDATE_FAILED", start)
 	require.Contains(t, c.StatusReason, "update_timeout of 1m0s")
 	require.Contains(t, c.StatusReason, "Paused")

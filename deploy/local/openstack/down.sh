@@ -5,14 +5,14 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
 # shellcheck source=stack.env
 . "$HERE/stack.env"
-# shellcheck source=lib.sh
-. "$HERE/lib.sh"
 
 require_root
 [ -d "$MCB_RUN_DIR" ] || {
-	say "down.sh: nothing to stop ($MCB_RUN_DIR does not exist)"
+	log "down.sh: nothing to stop ($MCB_RUN_DIR does not exist)"
 	exit 0
 }
 if [ -d "$MCB_LOG_DIR" ]; then exec > >(tee -a "$MCB_LOG_DIR/openstack-down.log") 2>&1; fi
@@ -26,4 +26,4 @@ for name in magnum-api fake-openstack keystone rabbitmq epmd mariadb; do
 		stopped=$((stopped + 1))
 	fi
 done
-say "down.sh: handled $stopped PID file(s) in $SECONDS s; data kept"
+log "down.sh: handled $stopped PID file(s) in $SECONDS s; data kept"

@@ -5,10 +5,10 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
 # shellcheck source=stack.env
 . "$HERE/stack.env"
-# shellcheck source=lib.sh
-. "$HERE/lib.sh"
 
 require_root
 MOUNTS=$MCB_RUN_DIR/magnum-newest.mounts
@@ -20,9 +20,9 @@ if [ -s "$MOUNTS" ]; then
 	sort -r "$MOUNTS" | while read -r m; do
 		if mountpoint -q "$m"; then
 			umount "$m" 2>/dev/null || umount -l "$m"
-			say "unmounted $m"
+			log "unmounted $m"
 		fi
 	done
 fi
 rm -f "$MOUNTS"
-say "newest-down.sh: done in $SECONDS s; chroot and data kept"
+log "newest-down.sh: done in $SECONDS s; chroot and data kept"

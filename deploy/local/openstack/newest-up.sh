@@ -16,20 +16,20 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
 # shellcheck source=stack.env
 . "$HERE/stack.env"
-# shellcheck source=lib.sh
-. "$HERE/lib.sh"
 
 require_root
 umask 022
 install -d -m 0755 "$MCB_STATE_DIR" "$MCB_RUN_DIR" "$MCB_LOG_DIR" "$MCB_ETC_DIR"
 exec > >(tee -a "$MCB_LOG_DIR/openstack-newest-up.log") 2>&1
-say "newest-up.sh: start (log: $MCB_LOG_DIR/openstack-newest-up.log)"
+log "newest-up.sh: start (log: $MCB_LOG_DIR/openstack-newest-up.log)"
 
 STEP_START=$SECONDS
 step() {
-	say "---- $* (+$((SECONDS - STEP_START)) s)"
+	log "---- $* (+$((SECONDS - STEP_START)) s)"
 }
 
 ROOT=$NEWEST_ROOT
@@ -65,16 +65,16 @@ unmount_below() {
 		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
 }
 if [ -e "$MARKER" ]; then
-	say "chroot: complete ($(cat "$MARKER")); reused"
+	log "chroot: complete ($(cat "$MARKER")); reused"
 else
 	if [ -e "$ROOT" ]; then
-		say "chroot: $ROOT exists without $MARKER (an interrupted run); removing it"
+		log "chroot: $ROOT exists without $MARKER (an interrupted run); removing it"
 		unmount_below "$ROOT"
 		rm -rf --one-file-system "$ROOT"
 		rm -f "$MOUNTS"
 	fi
 	if ! command -v debootstrap >/dev/null; then
-		say "installing debootstrap (log $MCB_LOG_DIR/newest-host-apt.log)"
+		log "installing debootstrap (log $MCB_LOG_DIR/newest-host-apt.log)"
 		{
 			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends debootstrap ||
 				{ apt-get -o DPkg::Lock::Timeout=900 update -q &&
@@ -84,14 +84,14 @@ else
 	# bookworm's debootstrap has no script for forky (or trixie); they are all "sid".
 	script=/usr/share/debootstrap/scripts/$NEWEST_SUITE
 	[ -e "$script" ] || script=/usr/share/debootstrap/scripts/sid
-	say "chroot: debootstrap --variant=minbase $NEWEST_SUITE from $NEWEST_MIRROR (log $MCB_LOG_DIR/newest-debootstrap.log)"
+	log "chroot: debootstrap --variant=minbase $NEWEST_SUITE from $NEWEST_MIRROR (log $MCB_LOG_DIR/newest-debootstrap.log)"
 	if ! debootstrap --variant=minbase --arch=amd64 "$NEWEST_SUITE" "$ROOT" "$NEWEST_MIRROR" "$script" \
 		>"$MCB_LOG_DIR/newest-debootstrap.log" 2>&1; then
 		tail -n 20 "$MCB_LOG_DIR/newest-debootstrap.log" >&2
 		die "debootstrap failed; see $MCB_LOG_DIR/newest-debootstrap.log (the partial tree is removed by the next run)"
 	fi
 	echo "$NEWEST_SUITE $(date -u +%FT%TZ)" >"$MARKER"
-	say "chroot: bootstrapped"
+	log "chroot: bootstrapped"
 fi
 
 # What every run makes sure of inside the tree (cheap): no service starts from maintainer scripts,
@@ -127,10 +127,10 @@ PACKAGES=(magnum-api magnum-common python3-magnum python3-magnumclient python3-o
 	uwsgi-core uwsgi-plugin-python3 python3-pymysql ca-certificates)
 NEWEST_CHANGED=0
 if [ "$(cat "$PACKAGES_STAMP" 2>/dev/null)" = "${PACKAGES[*]}" ]; then
-	say "packages: installed (${PACKAGES[*]})"
+	log "packages: installed (${PACKAGES[*]})"
 else
 	apt_log=$MCB_LOG_DIR/newest-apt.log
-	say "packages: installing ${PACKAGES[*]} (log $apt_log)"
+	log "packages: installing ${PACKAGES[*]} (log $apt_log)"
 	{
 		in_root apt-get update -q &&
 			# adduser first: magnum-common's debconf questions are asked before it would be unpacked.
@@ -159,8 +159,11 @@ fi
 ids=$(in_root id -u magnum):$(in_root id -g magnum)
 [ "$ids" = "$MAGNUM_UID:$MAGNUM_GID" ] ||
 	die "the chroot's magnum user is $ids but the host's is $MAGNUM_UID:$MAGNUM_GID; rebuild the chroot (rm -rf --one-file-system $ROOT after newest-down.sh)"
+# dpkg-query's format, not a shell expansion.
+# shellcheck disable=SC2016
 MAGNUM_NEW_VERSION=$(in_root dpkg-query -W -f='${Version}' python3-magnum)
-say "packages: magnum $MAGNUM_NEW_VERSION, magnumclient $(in_root dpkg-query -W -f='${Version}' python3-magnumclient)"
+# shellcheck disable=SC2016 # dpkg-query's format
+log "packages: magnum $MAGNUM_NEW_VERSION, magnumclient $(in_root dpkg-query -W -f='${Version}' python3-magnumclient)"
 
 # ---------------------------------------------------------------------------------------------
 step "the bridge's magnum.drivers entry point"
@@ -170,7 +173,7 @@ mkdir -p "$ROOT/usr/local/src/magnum-capi-bridge-driver"
 cp -r "$REPO/deploy/magnum-driver/install.py" "$REPO/deploy/magnum-driver/pyproject.toml" \
 	"$REPO/deploy/magnum-driver/magnum_capi_bridge_driver" "$ROOT/usr/local/src/magnum-capi-bridge-driver/"
 DRIVER_OUT=$(in_root /usr/bin/python3 /usr/local/src/magnum-capi-bridge-driver/install.py)
-say "magnum driver: $DRIVER_OUT"
+log "magnum driver: $DRIVER_OUT"
 case $DRIVER_OUT in installed:*) NEWEST_CHANGED=1 ;; esac
 
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +204,7 @@ step "MariaDB: magnum_new"
 } | sql
 TABLES=$(echo "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='magnum_new';" | sql)
 if [ "$TABLES" = 0 ] || [ "$(cat "$MCB_STATE_DIR/magnum-newest-db.stamp" 2>/dev/null)" != "$MAGNUM_NEW_VERSION" ]; then
-	say "magnum_new: magnum-db-manage upgrade (magnum $MAGNUM_NEW_VERSION)"
+	log "magnum_new: magnum-db-manage upgrade (magnum $MAGNUM_NEW_VERSION)"
 	chroot --userspec="$MAGNUM_UID:$MAGNUM_GID" "$ROOT" /usr/bin/env -i HOME=/var/lib/magnum \
 		PATH=/usr/bin:/bin LANG=C.UTF-8 sh -c 'cd /var/lib/magnum && magnum-db-manage upgrade' \
 		>"$MCB_LOG_DIR/newest-db-manage.log" 2>&1 || {
@@ -210,18 +213,18 @@ if [ "$TABLES" = 0 ] || [ "$(cat "$MCB_STATE_DIR/magnum-newest-db.stamp" 2>/dev/
 	}
 	echo "$MAGNUM_NEW_VERSION" >"$MCB_STATE_DIR/magnum-newest-db.stamp"
 fi
-say "magnum_new: $(echo "SELECT version_num FROM magnum_new.alembic_version;" | sql) (alembic head)"
+log "magnum_new: $(echo "SELECT version_num FROM magnum_new.alembic_version;" | sql) (alembic head)"
 
 # ---------------------------------------------------------------------------------------------
 step "RabbitMQ: vhost $MAGNUM_NEW_VHOST"
 if ! rabbitmqctl -q list_vhosts name 2>/dev/null | grep -qxF "$MAGNUM_NEW_VHOST"; then
 	rabbitmqctl -q add_vhost "$MAGNUM_NEW_VHOST" >/dev/null
-	say "RabbitMQ: created vhost $MAGNUM_NEW_VHOST"
+	log "RabbitMQ: created vhost $MAGNUM_NEW_VHOST"
 fi
 if ! rabbitmqctl -q list_permissions -p "$MAGNUM_NEW_VHOST" 2>/dev/null |
 	awk -v u="$RABBIT_USER" '$1 == u && $2 == ".*" && $3 == ".*" && $4 == ".*" { ok = 1 } END { exit !ok }'; then
 	rabbitmqctl -q set_permissions -p "$MAGNUM_NEW_VHOST" "$RABBIT_USER" '.*' '.*' '.*' >/dev/null
-	say "RabbitMQ: $RABBIT_USER may use $MAGNUM_NEW_VHOST"
+	log "RabbitMQ: $RABBIT_USER may use $MAGNUM_NEW_VHOST"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -230,12 +233,12 @@ step "Keystone: region $MAGNUM_NEW_REGION"
 
 # ---------------------------------------------------------------------------------------------
 step "magnum-api 23"
-if running magnum-api-newest && [ "$NEWEST_CHANGED" = 1 ]; then
-	say "magnum-api-newest: packages, configuration or driver changed, restarting"
+if service_running magnum-api-newest && [ "$NEWEST_CHANGED" = 1 ]; then
+	log "magnum-api-newest: packages, configuration or driver changed, restarting"
 	stop_service magnum-api-newest
 fi
-if running magnum-api-newest; then
-	say "magnum-api-newest: running (pid $(pid_of magnum-api-newest))"
+if service_running magnum-api-newest; then
+	log "magnum-api-newest: running (pid $(service_pid magnum-api-newest))"
 else
 	stop_service magnum-api-newest # a stale PID file
 	refuse_foreign_port magnum-api-newest "$MAGNUM_NEW_API_PORT"
@@ -243,7 +246,7 @@ else
 	start-stop-daemon --start --background --make-pidfile --pidfile "$(pidfile magnum-api-newest)" \
 		--chdir / --startas /usr/sbin/chroot -- "$ROOT" /usr/bin/uwsgi_python3 --ini /etc/magnum/magnum-api-newest-uwsgi.ini
 	wait_http magnum-api-newest "http://$MCB_HOST:$MAGNUM_NEW_API_PORT/" 90 "$API_LOG"
-	say "magnum-api-newest: started (pid $(pid_of magnum-api-newest)) on $MAGNUM_NEW_URL"
+	log "magnum-api-newest: started (pid $(service_pid magnum-api-newest)) on $MAGNUM_NEW_URL"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -253,7 +256,7 @@ if ! SMOKE=$(in_root openstack --os-cloud devstack-newest coe cluster template l
 	printf '%s\n' "$SMOKE" >&2
 	die "smoke test failed: chroot $ROOT openstack --os-cloud devstack-newest coe cluster template list; see $API_LOG"
 fi
-say "smoke test: demo sees $(printf '%s' "$SMOKE" | grep -c . || true) cluster template(s) in $MAGNUM_NEW_REGION"
+log "smoke test: demo sees $(printf '%s' "$SMOKE" | grep -c . || true) cluster template(s) in $MAGNUM_NEW_REGION"
 
 cat <<EOF
 

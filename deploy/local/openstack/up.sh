@@ -11,20 +11,20 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
 # shellcheck source=stack.env
 . "$HERE/stack.env"
-# shellcheck source=lib.sh
-. "$HERE/lib.sh"
 
 require_root
 umask 022
 install -d -m 0755 "$MCB_STATE_DIR" "$MCB_RUN_DIR" "$MCB_LOG_DIR" "$MCB_ETC_DIR" "$MCB_LIB_DIR"
 exec > >(tee -a "$MCB_LOG_DIR/openstack-up.log") 2>&1
-say "up.sh: start (log: $MCB_LOG_DIR/openstack-up.log)"
+log "up.sh: start (log: $MCB_LOG_DIR/openstack-up.log)"
 
 STEP_START=$SECONDS
 step() {
-	say "---- $* (+$((SECONDS - STEP_START)) s)"
+	log "---- $* (+$((SECONDS - STEP_START)) s)"
 }
 
 TMP=$(mktemp -d)
@@ -44,7 +44,7 @@ for p in "${PACKAGES[@]}"; do
 	dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || MISSING+=("$p")
 done
 if ((${#MISSING[@]})); then
-	say "installing: ${MISSING[*]}"
+	log "installing: ${MISSING[*]}"
 	debconf-set-selections <"$HERE/debconf-preseed.txt"
 	# Maintainer scripts must not start services: up.sh starts exactly what it needs, on loopback.
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
@@ -57,7 +57,7 @@ if ((${#MISSING[@]})); then
 			--no-install-recommends -o Dpkg::Options::=--force-confold "${MISSING[@]}"
 	}
 	if ! apt_install; then
-		say "install failed; refreshing the package lists once and retrying"
+		log "install failed; refreshing the package lists once and retrying"
 		apt-get -o DPkg::Lock::Timeout=900 update -q
 		apt_install
 	fi
@@ -66,7 +66,7 @@ if ((${#MISSING[@]})); then
 		POLICY_RC_CREATED=0
 	fi
 else
-	say "all packages present"
+	log "all packages present"
 fi
 MAGNUM_VERSION=$(dpkg-query -W -f='${Version}' python3-magnum)
 KEYSTONE_VERSION=$(dpkg-query -W -f='${Version}' keystone)
@@ -76,10 +76,10 @@ UWSGI=/usr/bin/uwsgi_python3
 # ---------------------------------------------------------------------------------------------
 step "MariaDB"
 if mysqladmin -uroot --connect-timeout=2 ping >/dev/null 2>&1; then
-	if running mariadb; then
-		say "MariaDB: running (pid $(pid_of mariadb), started by up.sh)"
+	if service_running mariadb; then
+		log "MariaDB: running (pid $(service_pid mariadb), started by up.sh)"
 	else
-		say "MariaDB: already running, not started by up.sh: left alone"
+		log "MariaDB: already running, not started by up.sh: left alone"
 	fi
 else
 	refuse_foreign_port mariadb 3306
@@ -93,12 +93,12 @@ else
 		--bind-address=127.0.0.1 --log-error="$MCB_LOG_DIR/mariadb.err"
 	for ((i = 0; i < 240; i++)); do
 		mysqladmin -uroot --connect-timeout=2 ping >/dev/null 2>&1 && break
-		running mariadb || die "MariaDB died during start-up; see $MCB_LOG_DIR/mariadb.err"
+		service_running mariadb || die "MariaDB died during start-up; see $MCB_LOG_DIR/mariadb.err"
 		sleep 0.25
 	done
 	mysqladmin -uroot --connect-timeout=2 ping >/dev/null 2>&1 ||
 		die "MariaDB did not answer within 60 s; see $MCB_LOG_DIR/mariadb.err"
-	say "MariaDB: started (pid $(pid_of mariadb))"
+	log "MariaDB: started (pid $(service_pid mariadb))"
 fi
 port_in_use 3306 || die "MariaDB answers on its socket but not on 127.0.0.1:3306, where Keystone and magnum connect"
 
@@ -115,15 +115,15 @@ port_in_use 3306 || die "MariaDB answers on its socket but not on 127.0.0.1:3306
 		done
 	done
 } | sql
-say "MariaDB: databases keystone, magnum and their users are in place"
+log "MariaDB: databases keystone, magnum and their users are in place"
 
 # ---------------------------------------------------------------------------------------------
 step "RabbitMQ"
 if port_in_use "$RABBIT_PORT"; then
-	if running rabbitmq; then
-		say "RabbitMQ: running (pid $(pid_of rabbitmq), started by up.sh)"
+	if service_running rabbitmq; then
+		log "RabbitMQ: running (pid $(service_pid rabbitmq), started by up.sh)"
 	else
-		say "RabbitMQ: already listening on :$RABBIT_PORT, not started by up.sh: left alone"
+		log "RabbitMQ: already listening on :$RABBIT_PORT, not started by up.sh: left alone"
 	fi
 else
 	if pgrep -u rabbitmq -f beam.smp >/dev/null; then
@@ -137,7 +137,7 @@ else
 		if [ ! -s "/etc/rabbitmq/$f" ]; then
 			render "$HERE/templates/$f" >"$TMP/$f"
 			install_file "$TMP/$f" "/etc/rabbitmq/$f" 644 root:root || true
-			say "RabbitMQ: wrote /etc/rabbitmq/$f"
+			log "RabbitMQ: wrote /etc/rabbitmq/$f"
 		fi
 	done
 	# A PID file left by an earlier node would be taken for the new one below.
@@ -159,7 +159,7 @@ else
 	if [ "$EPMD_WAS_RUNNING" = 0 ]; then
 		ss -Hltnp "( sport = :4369 )" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1 >"$(pidfile epmd)"
 	fi
-	say "RabbitMQ: started (pid $(pid_of rabbitmq))"
+	log "RabbitMQ: started (pid $(service_pid rabbitmq))"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -176,19 +176,19 @@ install_file "$TMP/keystone-uwsgi.ini" "$MCB_ETC_DIR/keystone-uwsgi.ini" 644 roo
 # every later run; the table count catches a database that was dropped behind the stamp's back.
 KEYSTONE_TABLES=$(echo "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='keystone';" | sql)
 if [ "$KEYSTONE_TABLES" = 0 ] || [ "$(cat "$MCB_STATE_DIR/keystone-db.stamp" 2>/dev/null)" != "$KEYSTONE_VERSION" ]; then
-	say "Keystone: db_sync"
+	log "Keystone: db_sync"
 	su keystone -s /bin/sh -c 'keystone-manage db_sync'
 	echo "$KEYSTONE_VERSION" >"$MCB_STATE_DIR/keystone-db.stamp"
 fi
 for repo in fernet credential; do
 	dir=/etc/keystone/$repo-keys
 	if [ -z "$(ls -A "$dir" 2>/dev/null)" ]; then
-		say "Keystone: ${repo}_setup"
+		log "Keystone: ${repo}_setup"
 		keystone-manage "${repo}_setup" --keystone-user keystone --keystone-group keystone
 	fi
 done
 keystone_bootstrap() {
-	say "Keystone: bootstrap (admin user, roles, region, identity endpoints)"
+	log "Keystone: bootstrap (admin user, roles, region, identity endpoints)"
 	# keystone-manage reads the password from OS_BOOTSTRAP_PASSWORD, which keeps it out of `ps`.
 	OS_BOOTSTRAP_PASSWORD=$ADMIN_PASSWORD su keystone -s /bin/sh -c "keystone-manage bootstrap \
 		--bootstrap-username admin --bootstrap-project-name admin --bootstrap-role-name admin \
@@ -199,18 +199,18 @@ keystone_bootstrap() {
 ADMIN_EXISTS=$(echo "SELECT COUNT(*) FROM keystone.local_user WHERE name='admin';" | sql)
 [ "$ADMIN_EXISTS" != 0 ] || keystone_bootstrap
 
-if running keystone && [ "$KEYSTONE_CHANGED" = 1 ]; then
-	say "Keystone: configuration changed, restarting"
+if service_running keystone && [ "$KEYSTONE_CHANGED" = 1 ]; then
+	log "Keystone: configuration changed, restarting"
 	stop_service keystone
 fi
-if running keystone; then
-	say "Keystone: running (pid $(pid_of keystone))"
+if service_running keystone; then
+	log "Keystone: running (pid $(service_pid keystone))"
 else
 	refuse_foreign_port keystone "$KEYSTONE_PORT"
 	start-stop-daemon --start --background --make-pidfile --pidfile "$(pidfile keystone)" \
 		--chdir /var/lib/keystone --exec "$UWSGI" -- --ini "$MCB_ETC_DIR/keystone-uwsgi.ini"
 	wait_http keystone "$KEYSTONE_URL" 90 "$MCB_LOG_DIR/keystone.log"
-	say "Keystone: started (pid $(pid_of keystone)) on $KEYSTONE_URL"
+	log "Keystone: started (pid $(service_pid keystone)) on $KEYSTONE_URL"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -243,12 +243,12 @@ install_file "$TMP/fake-openstack.args" "$MCB_STATE_DIR/fake-openstack.args" 644
 for f in fake-openstack.log fake-openstack-requests.jsonl; do
 	[ -e "$MCB_LOG_DIR/$f" ] || install -o nobody -g nogroup -m 0644 /dev/null "$MCB_LOG_DIR/$f"
 done
-if running fake-openstack && [ "$FAKE_CHANGED" = 1 ]; then
-	say "fake-openstack: binary, seed or flags changed, restarting"
+if service_running fake-openstack && [ "$FAKE_CHANGED" = 1 ]; then
+	log "fake-openstack: binary, seed or flags changed, restarting"
 	stop_service fake-openstack
 fi
-if running fake-openstack; then
-	say "fake-openstack: running (pid $(pid_of fake-openstack))"
+if service_running fake-openstack; then
+	log "fake-openstack: running (pid $(service_pid fake-openstack))"
 else
 	for port in "$FAKE_IMAGE_PORT" "$FAKE_COMPUTE_PORT" "$FAKE_NETWORK_PORT" "$FAKE_LB_PORT" "$FAKE_INSPECT_PORT" "$FAKE_VOLUME_PORT"; do
 		refuse_foreign_port fake-openstack "$port"
@@ -257,7 +257,7 @@ else
 		--chuid nobody:nogroup --chdir / --output "$MCB_LOG_DIR/fake-openstack.log" \
 		--exec "$FAKE_BIN" -- "${FAKE_ARGS[@]}"
 	wait_http fake-openstack "http://$MCB_HOST:$FAKE_IMAGE_PORT/v2/schemas/image" 30 "$MCB_LOG_DIR/fake-openstack.log"
-	say "fake-openstack: started (pid $(pid_of fake-openstack)) on :$FAKE_IMAGE_PORT :$FAKE_COMPUTE_PORT :$FAKE_NETWORK_PORT :$FAKE_LB_PORT :$FAKE_VOLUME_PORT, inspection :$FAKE_INSPECT_PORT"
+	log "fake-openstack: started (pid $(service_pid fake-openstack)) on :$FAKE_IMAGE_PORT :$FAKE_COMPUTE_PORT :$FAKE_NETWORK_PORT :$FAKE_LB_PORT :$FAKE_VOLUME_PORT, inspection :$FAKE_INSPECT_PORT"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -278,17 +278,17 @@ install -d -m 0755 /etc/openstack
 render "$HERE/templates/clouds.yaml" >"$TMP/clouds.yaml"
 if [ -e /etc/openstack/clouds.yaml ] && ! grep -q 'deploy/local/openstack/up.sh' /etc/openstack/clouds.yaml; then
 	keep_original /etc/openstack/clouds.yaml
-	say "clouds.yaml: the previous /etc/openstack/clouds.yaml is kept as clouds.yaml.orig-mcb"
+	log "clouds.yaml: the previous /etc/openstack/clouds.yaml is kept as clouds.yaml.orig-mcb"
 fi
 if install_file "$TMP/clouds.yaml" /etc/openstack/clouds.yaml 644 root:root; then
-	say "clouds.yaml: written"
+	log "clouds.yaml: written"
 fi
 
 # ---------------------------------------------------------------------------------------------
 step "magnum-api"
 MAGNUM_CHANGED=0
 DRIVER_OUT=$(/usr/bin/python3 "$REPO/deploy/magnum-driver/install.py")
-say "magnum driver: $DRIVER_OUT"
+log "magnum driver: $DRIVER_OUT"
 case $DRIVER_OUT in installed:*) MAGNUM_CHANGED=1 ;; esac
 
 # magnum.conf is shared with magnum-capi-bridge. Lines below the marker are local additions: keep them.
@@ -309,23 +309,23 @@ install -d -o magnum -g magnum -m 0750 /var/lib/magnum /var/lib/magnum/lock
 
 MAGNUM_TABLES=$(echo "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='magnum';" | sql)
 if [ "$MAGNUM_TABLES" = 0 ] || [ "$(cat "$MCB_STATE_DIR/magnum-db.stamp" 2>/dev/null)" != "$MAGNUM_VERSION" ]; then
-	say "magnum: magnum-db-manage upgrade"
+	log "magnum: magnum-db-manage upgrade"
 	(cd /var/lib/magnum && su magnum -s /bin/sh -c 'magnum-db-manage upgrade')
 	echo "$MAGNUM_VERSION" >"$MCB_STATE_DIR/magnum-db.stamp"
 fi
 
-if running magnum-api && [ "$MAGNUM_CHANGED" = 1 ]; then
-	say "magnum-api: configuration or driver changed, restarting"
+if service_running magnum-api && [ "$MAGNUM_CHANGED" = 1 ]; then
+	log "magnum-api: configuration or driver changed, restarting"
 	stop_service magnum-api
 fi
-if running magnum-api; then
-	say "magnum-api: running (pid $(pid_of magnum-api))"
+if service_running magnum-api; then
+	log "magnum-api: running (pid $(service_pid magnum-api))"
 else
 	refuse_foreign_port magnum-api "$MAGNUM_API_PORT"
 	start-stop-daemon --start --background --make-pidfile --pidfile "$(pidfile magnum-api)" \
 		--chdir /var/lib/magnum --exec "$UWSGI" -- --ini "$MCB_ETC_DIR/magnum-api-uwsgi.ini"
 	wait_http magnum-api "http://$MCB_HOST:$MAGNUM_API_PORT/" 90 "$MCB_LOG_DIR/magnum-api.log"
-	say "magnum-api: started (pid $(pid_of magnum-api)) on $MAGNUM_URL"
+	log "magnum-api: started (pid $(service_pid magnum-api)) on $MAGNUM_URL"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -336,12 +336,12 @@ if ! SMOKE=$(/usr/bin/openstack --os-cloud devstack coe cluster template list -f
 	printf '%s\n' "$SMOKE" >&2
 	die "smoke test failed: openstack --os-cloud devstack coe cluster template list; see $MCB_LOG_DIR/magnum-api.log"
 fi
-say "smoke test: demo sees $(printf '%s' "$SMOKE" | grep -c . || true) cluster template(s)"
+log "smoke test: demo sees $(printf '%s' "$SMOKE" | grep -c . || true) cluster template(s)"
 
 # ---------------------------------------------------------------------------------------------
 step "done"
 for name in mariadb rabbitmq epmd keystone fake-openstack magnum-api; do
-	if running "$name"; then say "  $name: pid $(pid_of "$name") ($(pidfile "$name"))"; fi
+	if service_running "$name"; then log "  $name: pid $(service_pid "$name") ($(pidfile "$name"))"; fi
 done
 cat <<EOF
 
