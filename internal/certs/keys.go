@@ -22,8 +22,8 @@ const (
 	pemTypePublicKey    = "PUBLIC KEY"
 
 	// pbkdf2Iterations and pbkdf2SaltSize reproduce what python-cryptography's
-	// BestAvailableEncryption wrote for Magnum 15.0.1 and 23.0.0 (see the x509keypair rows under
-	// shared/fixtures): PBES2, PBKDF2-HMAC-SHA256, 2048 iterations, AES-256-CBC. The encryption is
+	// BestAvailableEncryption wrote for Magnum 15.0.1 and 23.0.0 (as their x509keypair rows show):
+	// PBES2, PBKDF2-HMAC-SHA256, 2048 iterations, AES-256-CBC. The encryption is
 	// only obfuscation anyway, because the passphrase sits next to the key in the same row.
 	pbkdf2Iterations = 2048
 	pbkdf2SaltSize   = 16

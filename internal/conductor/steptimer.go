@@ -7,7 +7,7 @@ import (
 )
 
 // stepTimer records how long each step of an apply took, for a debug log line: where an
-// operation's time goes (issue 16's cast → Cluster latency) without a profiler. Marks only record
+// operation's time goes (the cast → Cluster latency) without a profiler. Marks only record
 // a time; the text is made by String, when the line is logged.
 type stepTimer struct {
 	last  time.Time

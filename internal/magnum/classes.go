@@ -17,7 +17,7 @@ type class struct {
 	oldest Version
 }
 
-// classes: spec §3.3. Federation, Quota and Stats have no typed view (the conductor never handles
+// classes: the object classes magnum-api sends. Federation, Quota and Stats have no typed view (the conductor never handles
 // them) but are known, so that primitives of them decode generically.
 var classes = map[string]class{
 	"Cluster":         {latest: Version{1, 24}, oldest: Version{1, 23}},
@@ -46,8 +46,8 @@ func LatestVersion(name string) (Version, bool) {
 	return c.latest, ok
 }
 
-// Release presets: the versions each magnum-api release sends and understands (spec §3.3,
-// magnum-newest.md). Certificate, X509KeyPair and MagnumService never changed.
+// Release presets: the versions each magnum-api release sends and understands (read from
+// their object registries). Certificate, X509KeyPair and MagnumService never changed.
 var (
 	// VersionsZed is Magnum 15.0.1 (Zed) up to 17.x.
 	VersionsZed = map[string]Version{

@@ -16,7 +16,7 @@ func TestExceptions(t *testing.T) {
 		message string
 		kwargs  map[string]any
 	}{
-		// The verbatim failure captured from a real conductor (spec §2.8).
+		// The verbatim failure captured from a real conductor.
 		{NotSupported("Signing in this capture"), "NotSupported", 400, "Signing in this capture is not supported.",
 			map[string]any{"operation": "Signing in this capture", "code": 400}},
 		{NotSupportedMessage("'rotate_ca_certificate' is not supported by this driver."), "NotSupported", 400,

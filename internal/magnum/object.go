@@ -3,7 +3,7 @@
 // Cluster and NodeGroup), the status enumerations, and the magnum.common.exception classes that
 // magnum-api turns into HTTP errors.
 //
-// The wire format is spec §3 (shared/reference/magnum-rpc.md): an object is
+// On the wire (oslo.versionedobjects' primitive form) an object is
 //
 //	{"magnum_object.name": "Cluster", "magnum_object.namespace": "magnum",
 //	 "magnum_object.version": "1.23", "magnum_object.data": {...only set fields...},

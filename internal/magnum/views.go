@@ -12,8 +12,8 @@ import (
 //	ovo:"name,since=X"  the field exists from object version X on (older versions never carry it)
 //	ovo:"name,until=X"  the field exists up to version X (removed after it)
 //
-// Field lists: spec §3.4 and magnum-newest.md §5, checked against the 15.0.1 object registry and
-// the 23.0.0 captures.
+// Field lists: each release's object fields, checked against the 15.0.1 object registry and the
+// 23.0.0 captures.
 
 // View is implemented by the typed views (Cluster, ClusterTemplate, NodeGroup, Certificate,
 // X509KeyPair, MagnumService).

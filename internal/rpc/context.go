@@ -11,7 +11,7 @@ import (
 )
 
 // Context is the request context magnum-api packs into every message as one top-level
-// `_context_<key>` entry per key (spec §2.6): the caller's identity, roles, request ids and, for
+// `_context_<key>` entry per key: the caller's identity, roles, request ids and, for
 // acting as the user, its Keystone token and token body.
 //
 // The typed fields cover the keys Magnum 15.0.1 … 23.0.0 send. Keys this type does not know are

@@ -159,7 +159,7 @@ func TestGoldenRequestsDecode(t *testing.T) {
 			}
 			wantCount := map[string]int{"magnum-15.0.1": 29, "magnum-23.0.0": 25}[f.release]
 			if len(wantKeys) != wantCount {
-				t.Errorf("%d context keys, spec §2.6 says %d for %s", len(wantKeys), wantCount, f.release)
+				t.Errorf("%d context keys, want %d for %s", len(wantKeys), wantCount, f.release)
 			}
 			ctxStr := func(k string) string { return str(d["_context_"+k]) }
 			checks := map[string][2]string{

@@ -136,7 +136,7 @@ func DefaultOptions() Options {
 const rabbitSection = "oslo_messaging_rabbit"
 
 // OptionsFromConfig reads the options that shape the wire from magnum.conf, exactly the keys
-// the Python services read (spec §2.1). As in oslo.messaging, options of
+// the Python services read. As in oslo.messaging, options of
 // [oslo_messaging_rabbit] given in the transport URL query (?ssl=1, ?amqp_durable_queues=true)
 // override the file. Invalid values are errors naming the key.
 func OptionsFromConfig(f *config.File) (Options, error) {
@@ -467,7 +467,7 @@ func (h Host) GoString() string { return h.String() }
 // Format makes every fmt verb use the redacted String.
 func (h Host) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(h.String())) }
 
-// ---- declarations (spec §2.2) -----------------------------------------------------------------
+// ---- declarations -----------------------------------------------------------------------------
 
 // durable mirrors oslo's Connection.durable: amqp_durable_queues or rabbit_quorum_queue.
 func (o *Options) durable() bool { return o.DurableQueues || o.QuorumQueues }

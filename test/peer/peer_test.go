@@ -1,4 +1,4 @@
-// Package peer is issue 16's side-by-side benchmark: the same create sequence, sent over the real RPC
+// Package peer is the side-by-side benchmark: the same create sequence, sent over the real RPC
 // path as magnum-api 23.0.0 sends it, through the bridge and through the peer — the real Python
 // magnum-conductor 23.0.0 with StackHPC's magnum-capi-helm driver from the forky chroot of the local
 // stack — one after the other on the same management cluster (real CAPI and CAPO against the

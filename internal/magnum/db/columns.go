@@ -53,7 +53,8 @@ func (t *table) column(name string) (column, bool) {
 	return column{}, false
 }
 
-// The tables, column for column as Magnum's migrations create them (spec §5.1, 23.0.0 deltas §5.2).
+// The tables, column for column as Magnum's migrations create them (Zed's, and
+// the 23.0.0 revisions' additions).
 var (
 	clusterTable = &table{"cluster", []column{
 		{"created_at", kTime, always}, {"updated_at", kTime, always}, {"id", kInt, always},

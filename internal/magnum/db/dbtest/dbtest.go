@@ -15,9 +15,8 @@
 //
 //   - Release2024 (18.0.0 … 22.x): Zed plus cluster_template.driver (alembic c0f832afc4fd).
 //   - Release23 (23.0.0): on MariaDB the `SHOW CREATE TABLE` output captured from a real 23.0.0
-//     database (shared/fixtures/magnum-23.0.0/schema/magnum_new.show-create.sql); on PostgreSQL,
-//     where no 23.0.0 capture exists, the documented 15→23 deltas (spec §5.2: c0f832afc4fd,
-//     d7e6a4d39fe4, b3e1cf4a2d5e) applied on top of the migrated Zed schema.
+//     database; on PostgreSQL, where no 23.0.0 capture exists, the 15→23 alembic revisions
+//     (c0f832afc4fd, d7e6a4d39fe4, b3e1cf4a2d5e) applied on top of the migrated Zed schema.
 //
 // Both are the integration tier (testutil.Integration): they skip the test unless it is built with
 // the `integration` tag.
@@ -68,7 +67,7 @@ const TemplateDB = "mcb_schema_zed"
 // ZedHead is the alembic revision of Magnum 15.0.1's schema.
 const ZedHead = "7da8489d6a68"
 
-// The alembic revisions after Zed (spec §5.2).
+// The alembic revisions after Zed.
 const (
 	revDriver      = "c0f832afc4fd"
 	revDropTrusts  = "d7e6a4d39fe4"
