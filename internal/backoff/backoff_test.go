@@ -139,7 +139,8 @@ func TestAttemptsCountAndElapsed(t *testing.T) {
 	if a.Count() != 1 {
 		t.Fatalf("count %d", a.Count())
 	}
-	if !a.Wait(context.Background()) || !a.Wait(context.Background()) || a.Count() != 3 {
+	first, second := a.Wait(context.Background()), a.Wait(context.Background())
+	if !first || !second || a.Count() != 3 {
 		t.Fatalf("count %d", a.Count())
 	}
 	if a.Elapsed() < 15*time.Millisecond {

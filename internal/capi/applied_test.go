@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -31,7 +32,8 @@ func TestApplyUnchangedSkipsWhatItAppliedAsIs(t *testing.T) {
 	var patches []string
 	failing := ""
 	c := &Client{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-		Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+		Apply: func(_ context.Context, _ client.WithWatch, ac runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+			obj := ac.(client.Object) // ApplyConfigurationFromUnstructured: the Unstructured inside
 			mu.Lock()
 			defer mu.Unlock()
 			patches = append(patches, obj.GetNamespace()+"/"+obj.GetName())
@@ -67,7 +69,8 @@ func TestApplyUnchangedTemplatesBeforeTheirClass(t *testing.T) {
 	var order []string
 	inFlight, maxInFlight := 0, 0
 	c := &Client{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-		Patch: func(_ context.Context, _ client.WithWatch, obj client.Object, _ client.Patch, _ ...client.PatchOption) error {
+		Apply: func(_ context.Context, _ client.WithWatch, ac runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+			obj := ac.(client.Object) // ApplyConfigurationFromUnstructured: the Unstructured inside
 			mu.Lock()
 			inFlight++
 			maxInFlight = max(maxInFlight, inFlight)

@@ -82,7 +82,7 @@ func (c *Client) Apply(ctx context.Context, objs ...*unstructured.Unstructured) 
 		o = o.DeepCopy()
 		o.SetManagedFields(nil)
 		o.SetResourceVersion("")
-		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			ns := o.GetNamespace()
 			if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" {
 				ns = o.GetName()
@@ -101,7 +101,7 @@ func (c *Client) DryRunApply(ctx context.Context, objs ...*unstructured.Unstruct
 		o = o.DeepCopy()
 		o.SetManagedFields(nil)
 		o.SetResourceVersion("")
-		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+		if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
 			return fmt.Errorf("dry run %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}

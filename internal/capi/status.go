@@ -347,7 +347,9 @@ func RootCause(obs Observation) string {
 	machines := append([]clusterv1.Machine(nil), obs.Machines...)
 	sort.Slice(machines, func(i, j int) bool { return machines[i].Name < machines[j].Name })
 	for _, m := range machines {
+		//lint:ignore SA1019 CAPI v1.14 still reports a machine's terminal failure only here, until it drops v1beta1
 		if dep := m.Status.Deprecated; dep != nil && dep.V1Beta1 != nil && dep.V1Beta1.FailureMessage != nil {
+			//lint:ignore SA1019 see above: the failure message is only in the v1beta1 status
 			return fmt.Sprintf("machine %s failed: %s", m.Name, *dep.V1Beta1.FailureMessage)
 		}
 	}

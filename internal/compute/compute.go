@@ -319,6 +319,10 @@ func NewFromToken(token Token, caCert []byte, opts ...Option) (*Client, error) {
 	}
 	provider.SetToken(token.Value)
 	catalog := &tokens.ServiceCatalog{Entries: doc.Token.Catalog}
-	provider.EndpointLocator = func(eo gophercloud.EndpointOpts) (string, error) { return openstack.V3EndpointURL(catalog, eo) }
+	// Version 0: the endpoint is picked from the catalog alone, without asking it for its versions.
+	provider.EndpointLocator = func(eo gophercloud.EndpointOpts) (string, error) {
+		eo.Version = 0
+		return openstack.V3Endpoint(context.Background(), provider, catalog, eo)
+	}
 	return newClient(provider, doc.Token.Project.ID, gophercloud.EndpointOpts{Region: token.Region, Availability: availability}, []string{token.Value})
 }

@@ -31,7 +31,7 @@ func ValidateToken(ctx context.Context, keystoneURL string, token Secret, opts .
 	if err != nil {
 		return Identity{}, err
 	}
-	provider.SetToken(token.Reveal()) //nolint:staticcheck // no AuthResult: the token is only validated
+	provider.SetToken(token.Reveal()) // no AuthResult: the token is only validated
 	identityClient, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
 	if err != nil {
 		return Identity{}, &Error{Op: "configure client", Message: err.Error(), Err: err}

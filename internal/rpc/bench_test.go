@@ -308,8 +308,7 @@ func BenchmarkRawAMQPRoundTripServerShaped(b *testing.B) {
 	}
 	work, done := make(chan amqp.Delivery, 16), make(chan struct{})
 	b.Cleanup(func() { close(done) })
-	var r *rawLoop
-	r = newRawLoop(b, sharedBroker(b), true, false, func(d amqp.Delivery, _ *amqp.Channel) {
+	r := newRawLoop(b, sharedBroker(b), true, false, func(d amqp.Delivery, _ *amqp.Channel) {
 		select {
 		case work <- d:
 		case <-done:

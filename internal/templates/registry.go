@@ -28,7 +28,6 @@ var (
 	aHelm    = []Anchor{AnchorCAPIHelm}
 	aHeatVex = []Anchor{AnchorHeat, AnchorVexxhost}
 	aAll     = []Anchor{AnchorHeat, AnchorVexxhost, AnchorCAPIHelm}
-	aVexHelm = []Anchor{AnchorVexxhost, AnchorCAPIHelm}
 	aHeatHlm = []Anchor{AnchorHeat, AnchorCAPIHelm}
 )
 

@@ -104,6 +104,7 @@ func describe(o *unstructured.Unstructured) string {
 // or duplicate fields are errors instead of being pruned silently.
 func dryRunApply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
 	obj := o.DeepCopy()
+	//lint:ignore SA1019 Client.Apply has no FieldValidation option, and Strict validation is what this checks
 	return c.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership,
 		client.DryRunAll, client.FieldValidation("Strict"))
 }
@@ -145,6 +146,7 @@ func TestRenderedObjectsPassCAPIAndCAPOAdmission(t *testing.T) {
 			// Cluster webhook validates the Cluster's variables against the reconciled class.
 			for _, o := range r.ClassObjects {
 				obj := o.DeepCopy()
+				//lint:ignore SA1019 Client.Apply has no FieldValidation option, and Strict validation is what this checks
 				require.NoError(t, c.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership,
 					client.FieldValidation("Strict")), "apply %s", describe(o))
 			}
@@ -265,7 +267,7 @@ func TestAdmissionRefusesBrokenObjects(t *testing.T) {
 
 	t.Run("Cluster webhook: variable of the wrong type", func(t *testing.T) {
 		for _, o := range r.ClassObjects {
-			require.NoError(t, c.Patch(ctx, o.DeepCopy(), client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership))
+			require.NoError(t, c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner(fieldOwner), client.ForceOwnership))
 		}
 		waitClassReconciled(ctx, t, c, ns, r.ClassName)
 		cl := r.Cluster.DeepCopy()

@@ -21,7 +21,7 @@ package fakeopenstack
 
 import (
 	"bytes"
-	"crypto/md5" //nolint:gosec // Nova's keypair fingerprint is defined as an MD5 over the key blob.
+	"crypto/md5" // Nova's keypair fingerprint is defined as an MD5 over the key blob.
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -120,7 +120,7 @@ func (k Keypair) Fingerprint() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("keypair %q: public_key blob is not base64: %w", k.Name, err)
 	}
-	sum := md5.Sum(blob) //nolint:gosec // see import comment
+	sum := md5.Sum(blob) // see import comment
 	parts := make([]string, len(sum))
 	for i, b := range sum {
 		parts[i] = hex.EncodeToString([]byte{b})

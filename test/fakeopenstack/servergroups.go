@@ -54,7 +54,7 @@ func parseMicroversion(s string) (microversion, error) {
 	ma, err1 := strconv.Atoi(major)
 	mi, err2 := strconv.Atoi(minor)
 	if !ok || err1 != nil || err2 != nil || ma < 0 || mi < 0 {
-		return microversion{}, fmt.Errorf("API Version String %s is of invalid format. Must be of format MajorNum.MinorNum.", s) //nolint:revive,staticcheck // Nova's wording
+		return microversion{}, fmt.Errorf("API Version String %s is of invalid format. Must be of format MajorNum.MinorNum.", s) // Nova's wording
 	}
 	return microversion{ma, mi}, nil
 }
@@ -171,7 +171,7 @@ func (s *serverGroups) get(project, id string) (serverGroup, bool) {
 	return serverGroup{}, false
 }
 
-var errQuota = errors.New("Quota exceeded, too many server groups.") //nolint:revive,staticcheck // Nova's wording
+var errQuota = errors.New("Quota exceeded, too many server groups.") // Nova's wording
 
 // add checks the quota and adds the group atomically, so concurrent creates cannot exceed it.
 func (s *serverGroups) add(g *serverGroup, quota int) error {

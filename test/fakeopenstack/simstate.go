@@ -103,7 +103,7 @@ func (s *simState) allocateIP(subnetID, cidr string, taken func(string) bool) (s
 			return addr.String(), nil
 		}
 	}
-	return "", fmt.Errorf("No more IP addresses available on subnet %s.", subnetID) //nolint:revive,staticcheck // Neutron's wording
+	return "", fmt.Errorf("No more IP addresses available on subnet %s.", subnetID) // Neutron's wording
 }
 
 // decodeObject reads {"<key>": {...}} and returns the inner object.

@@ -252,7 +252,7 @@ func TestQuotaFollowsConfigurationAndIsEnforced(t *testing.T) {
 		var applied string
 		for _, m := range q.ManagedFields {
 			if m.Manager == capi.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply {
-				applied = m.Time.String() + string(m.FieldsV1.Raw)
+				applied = m.Time.String() + m.FieldsV1.GetRawString()
 			}
 		}
 		require.NotEmpty(t, applied)

@@ -189,7 +189,7 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	adopt.SetName("kube-system")
 	adopt.SetLabels(map[string]string{templates.LabelManagedBy: templates.ManagedByValue, templates.LabelProjectID: "0123"})
 	refused("labelling kube-system as a project namespace",
-		f.bridge.Patch(ctx, adopt, client.Apply, client.FieldOwner(capi.FieldManager), client.ForceOwnership, dry),
+		f.bridge.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(adopt), client.FieldOwner(capi.FieldManager), client.ForceOwnership, dry),
 		"magnum-capi-bridge-own-namespaces")
 	refused("an unlabelled namespace", f.bridge.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scratchPrefix + testutil.RandomHex(4)}}, dry),
 		"magnum-capi-bridge-own-namespaces")

@@ -54,17 +54,17 @@ func TestCrossNamespaceReferencesAreRefused(t *testing.T) {
 	applyAsAdmin(t, f, rA.ClassObjects...)
 	applyAsAdmin(t, f, rB.ClassObjects...)
 	dry := client.DryRunAll
-	ssa := []client.PatchOption{client.FieldOwner("isolation-test"), client.ForceOwnership, dry}
+	ssa := []client.ApplyOption{client.FieldOwner("isolation-test"), client.ForceOwnership, dry}
 
 	// Control: A's cluster with A's class is accepted (so the refusals below are about B).
-	require.NoError(t, f.admin.Patch(ctx, rA.Cluster.DeepCopy(), client.Apply, ssa...))
+	require.NoError(t, f.admin.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(rA.Cluster.DeepCopy()), ssa...))
 
 	// 1. ClusterClass of B. Cluster API itself allows spec.topology.classRef.namespace; the policy
 	// magnum-project-clusters-use-own-classes refuses it in project namespaces, for anyone.
 	c := rA.Cluster.DeepCopy()
 	require.NoError(t, unstructured.SetNestedField(c.Object, rB.ClassName, "spec", "topology", "classRef", "name"))
 	require.NoError(t, unstructured.SetNestedField(c.Object, nsB, "spec", "topology", "classRef", "namespace"))
-	err := f.admin.Patch(ctx, c, client.Apply, ssa...)
+	err := f.admin.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(c), ssa...)
 	require.Error(t, err, "a Cluster in %s using the ClusterClass of %s", nsA, nsB)
 	require.Contains(t, err.Error(), "magnum-project-clusters-use-own-classes")
 
@@ -74,7 +74,7 @@ func TestCrossNamespaceReferencesAreRefused(t *testing.T) {
 		c = rA.Cluster.DeepCopy()
 		require.NoError(t, unstructured.SetNestedMap(c.Object, map[string]any{
 			"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DevCluster", "name": "b-infra", "namespace": nsB}, "spec", field))
-		err = f.admin.Patch(ctx, c, client.Apply, ssa...)
+		err = f.admin.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(c), ssa...)
 		require.Error(t, err, "spec.%s pointing into %s", field, nsB)
 		require.Contains(t, err.Error(), ".spec."+field+".namespace: field not declared in schema")
 	}

@@ -925,7 +925,7 @@ func (h *harness) rawApply(ctx context.Context, tb testing.TB, batches [][]*unst
 				}
 				for _, o := range renamed[i] {
 					o := o.DeepCopy()
-					if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("raw-ssa-loop"), client.ForceOwnership); err != nil {
+					if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("raw-ssa-loop"), client.ForceOwnership); err != nil {
 						tb.Errorf("raw apply %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 						return
 					}

@@ -175,15 +175,6 @@ func dumpStr(s string) *string {
 	return &s
 }
 
-func dumpInt(t testing.TB, s string) *int64 {
-	if s == "NULL" {
-		return nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	require.NoError(t, err)
-	return &n
-}
-
 // wireObject returns an object argument of a captured RPC message, from the raw body bytes (so
 // the order of dict keys is the one magnum-api sent).
 func wireObject(t testing.TB, release, capture, arg string) *magnum.Object {

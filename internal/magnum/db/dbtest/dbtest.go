@@ -263,7 +263,7 @@ func ensureMySQLTemplate(t testing.TB, admin *sql.DB, cfg *mysql.Config) {
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 900)", TemplateDB).Scan(&got); err != nil || got.Int64 != 1 {
 		t.Fatalf("dbtest: could not lock the template build (GET_LOCK %s): %v", TemplateDB, err)
 	}
-	defer conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", TemplateDB) //nolint:errcheck
+	defer conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", TemplateDB) // its error ignored: the session lock goes with the connection closed just after
 	if mysqlTemplateReady(ctx, admin) {
 		return
 	}
@@ -368,7 +368,7 @@ func ensurePostgresTemplate(t testing.TB, admin *sql.DB, base *url.URL) {
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, pgLockKey); err != nil {
 		t.Fatalf("dbtest: lock the template build: %v", err)
 	}
-	defer conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, pgLockKey) //nolint:errcheck
+	defer conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, pgLockKey) // its error ignored: the session lock goes with the connection closed just after
 	if pgTemplateReady(ctx, admin) {
 		return
 	}
@@ -389,7 +389,7 @@ func createFromTemplate(t testing.TB, admin *sql.DB, name string) {
 	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock_shared($1)`, pgLockKey); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.ExecContext(ctx, `SELECT pg_advisory_unlock_shared($1)`, pgLockKey) //nolint:errcheck
+	defer conn.ExecContext(ctx, `SELECT pg_advisory_unlock_shared($1)`, pgLockKey) // its error ignored: the session lock goes with the connection closed just after
 	var lastErr error
 	for attempt := 0; attempt < 20; attempt++ {
 		_, lastErr = conn.ExecContext(ctx, `CREATE DATABASE "`+name+`" TEMPLATE "`+TemplateDB+`"`)
