@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -251,26 +253,31 @@ func SubjectFor(username string) rbacv1.Subject {
 // waitSecretAccess returns once the binding just applied is in force: the apiserver's authorizer
 // follows RoleBindings through a watch, and the next step of a create reads the namespace's Secrets.
 func (c *Client) waitSecretAccess(ctx context.Context, namespace string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var reason string
+	var checkErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"}}}
 		if err := c.Create(ctx, r); err != nil {
-			return fmt.Errorf("check access to the Secrets of %s: %w", namespace, err)
+			if ctx.Err() != nil {
+				return false, nil // the poll's own deadline: reported below as a refusal
+			}
+			checkErr = fmt.Errorf("check access to the Secrets of %s: %w", namespace, err)
+			return false, checkErr
 		}
-		if r.Status.Allowed {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the bridge cannot read Secrets in %s although it bound %s there: is deploy/kubernetes/rbac.yaml applied? (%s)",
-				namespace, SecretReaderRole, r.Status.Reason)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		reason = r.Status.Reason
+		return r.Status.Allowed, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case checkErr != nil:
+		return checkErr
 	}
+	return fmt.Errorf("the bridge cannot read Secrets in %s although it bound %s there: is deploy/kubernetes/rbac.yaml applied? (%s)",
+		namespace, SecretReaderRole, reason)
 }
 
 func secretReaderBinding(namespace string, self rbacv1.Subject) *rbacv1.RoleBinding {
