@@ -336,7 +336,11 @@ type countingTransport struct {
 }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
+	next := t.next
+	if next == nil { // an http.Client's nil Transport means the default one
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
 	if (err != nil && r.Context().Err() == nil) || (resp != nil && resp.StatusCode >= 500) {
 		t.count()
 	}

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -161,4 +163,23 @@ func TestLatestTransition(t *testing.T) {
 		Machines:           []clusterv1.Machine{{Status: clusterv1.MachineStatus{Conditions: cond(3 * time.Second)}}}}
 	assert.Equal(t, t0.Add(5*time.Second), latestTransition(obs))
 	assert.True(t, latestTransition(capi.Observation{}).IsZero())
+}
+
+// The Keystone clients' HTTP client wraps whatever transport it was given, the default one included.
+func TestCountingTransportCountsOnTheDefaultTransport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	counted := 0
+	hc := &http.Client{Transport: countingTransport{count: func() { counted++ }}}
+	resp, err := hc.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 1, counted)
+
+	k := &keystoneCredentials{countError: func() { counted++ }}
+	opts, err := k.clientOptions()
+	require.NoError(t, err)
+	require.NotEmpty(t, opts)
 }

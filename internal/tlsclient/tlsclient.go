@@ -119,7 +119,9 @@ func Config(o Options) (*tls.Config, error) {
 // http.DefaultTransport, whose connections all such clients share.
 func HTTPClient(o Options) (*http.Client, error) {
 	if o.isZero() {
-		return &http.Client{Timeout: DefaultTimeout}, nil
+		// The shared transport, named: callers wrap Transport (metrics, logging) and a nil one
+		// would leave them nothing to call.
+		return &http.Client{Transport: http.DefaultTransport, Timeout: DefaultTimeout}, nil
 	}
 	cfg, err := Config(o)
 	if err != nil {

@@ -126,7 +126,7 @@ func TestHTTPClientTrust(t *testing.T) {
 
 func TestHTTPClientWithoutSettingsSharesTheDefaultTransport(t *testing.T) {
 	hc, err := HTTPClient(Options{})
-	if err != nil || hc.Transport != nil || hc.Timeout != DefaultTimeout {
+	if err != nil || hc.Transport != http.DefaultTransport || hc.Timeout != DefaultTimeout {
 		t.Errorf("%v %+v", err, hc)
 	}
 }
