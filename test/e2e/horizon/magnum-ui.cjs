@@ -123,8 +123,17 @@ async function loadList(url) {
       if (failed) throw new Error(`${url}: ${failed} (attempt ${attempt})`);
       if (resp.status() !== 200) throw new Error(`GET ${api}: HTTP ${resp.status()}: ${body.slice(0, 500)}`);
       const names = (JSON.parse(body).items || []).map((i) => i.name);
-      await page.locator('table tfoot', { hasText: new RegExp(`Displaying ${names.length} items?\\b`) }).waitFor({ timeout: 30000 });
-      return names;
+      // Under load the table has once rendered a list other than the one seen here within 30 s;
+      // a tenant would reload, so a table that does not settle is a failed load too.
+      const settled = await page.locator('table tfoot', { hasText: new RegExp(`Displaying ${names.length} items?\\b`) })
+        .waitFor({ timeout: 30000 }).then(() => true, (e) => { if (e.name === 'TimeoutError') return false; throw e; });
+      if (settled) return names;
+      const footer = (await page.locator('table tfoot').first().innerText().catch(() => '(no footer)')).replace(/\s+/g, ' ');
+      failed = `the list API gave ${names.length} item(s) (${names}), the table says "${footer}" after 30s`;
+      if (attempt >= 3) throw new Error(`${url}: ${failed} (attempt ${attempt})`);
+      out('NOTE', { note: `${url}, attempt ${attempt}: ${failed}; loading it again` });
+      listLoad.retried = true;
+      await sleep(5000);
     }
   } finally {
     if (!listLoad.retried) consoleErrors.push(...listLoad.serverErrors);
