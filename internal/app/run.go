@@ -162,7 +162,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		mgr.Kick(namespace, name)
 	}}, certs.NewManager(st.KeyPairs()), conductor.Options{
 		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
-		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, Sign: o.Sign, Generate: generate,
+		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, BridgeVersion: version, Sign: o.Sign, Generate: generate,
 		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch, Images: images,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, FloatingIPs: floatingIPs, Logger: log,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,

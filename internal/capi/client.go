@@ -181,6 +181,20 @@ func (c *Client) ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID
 	return g.Wait()
 }
 
+// GetCluster reads a Cluster from the apiserver (the client reads through no cache: an apply
+// built on a stale Cluster could undo what the previous one changed).
+func (c *Client) GetCluster(ctx context.Context, namespace, name string) (*clusterv1.Cluster, bool, error) {
+	var cl clusterv1.Cluster
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cl)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &cl, true, nil
+}
+
 // DeleteCluster asks CAPI to delete a cluster; it returns true when the Cluster is already gone.
 func (c *Client) DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error) {
 	cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}

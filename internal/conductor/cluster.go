@@ -288,6 +288,11 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err != nil {
 		return err
 	}
+	if upgrade == nil {
+		if err := c.keepRendering(ctx, in, rendered); err != nil {
+			return err
+		}
+	}
 	steps.mark("rows+render")
 	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
 		return err
@@ -316,6 +321,24 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	err = g.Wait()
 	steps.mark("cluster+addons")
 	return err
+}
+
+// keepRendering gives a live cluster's apply the rendering the cluster has (templates.Rendered.Keep),
+// so that no operation but an upgrade replaces its machines, whichever bridge built it. An upgrade
+// this replica has in hand renders afresh, and so does one the rows record (the cluster's template is
+// no longer the one its Cluster was rendered from) when it is resumed after a restart or elsewhere.
+func (c *Conductor) keepRendering(ctx context.Context, in templates.Input, rendered *templates.Rendered) error {
+	live, found, err := c.kube.GetCluster(ctx, in.Namespace, rendered.Cluster.GetName())
+	if err != nil || !found {
+		return err
+	}
+	if live.Labels[templates.LabelTemplateUUID] != in.Template.UUID {
+		return nil
+	}
+	if err := rendered.Keep(live); err != nil {
+		return &permanentError{err}
+	}
+	return nil
 }
 
 // ensureCloud makes what the cluster needs in the cloud before CAPO acts: its credentials, then its
@@ -408,6 +431,7 @@ func (c *Conductor) renderInput(cl *magnum.Cluster, tmpl *magnum.ClusterTemplate
 		},
 		DefaultKubernetesVersion: c.opts.DefaultKubernetesVersion,
 		Upgrade:                  upgrade,
+		RenderedBy:               c.opts.BridgeVersion,
 	}
 	for _, g := range groups {
 		if magnum.Deleting(g.Status.Or("")) {

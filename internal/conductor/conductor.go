@@ -27,6 +27,8 @@ type Options struct {
 	AllowedFlavors           []templates.Flavor
 	NamespacePrefix          string
 	DefaultKubernetesVersion string
+	// BridgeVersion is recorded on each Cluster this bridge renders (templates.AnnotationRenderedBy).
+	BridgeVersion string
 	// KubernetesVersions are the versions a cluster may get (zero: addons.SupportedKubernetesVersions,
 	// Cluster API's narrowed to the add-on table's); AllowKubeTagImageMismatch lets kube_tag differ
 	// from the image's own version ([bridge] allow_kube_tag_image_mismatch).

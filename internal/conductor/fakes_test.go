@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
@@ -423,6 +425,24 @@ func (k *fakeKube) ApplyClusterSecrets(_ context.Context, ns, _ string, secrets 
 		k.secrets[ns+"/"+s.Name] = maps.Clone(s.Data)
 	}
 	return nil
+}
+
+// GetCluster reads back the last Cluster applied, as the apiserver would return it.
+func (k *fakeKube) GetCluster(_ context.Context, ns, name string) (*clusterv1.Cluster, bool, error) {
+	if err := k.f.check("kube.GetCluster"); err != nil {
+		return nil, false, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	o, ok := k.objects[objKey("Cluster", ns, name)]
+	if !ok {
+		return nil, false, nil
+	}
+	var cl clusterv1.Cluster
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cl); err != nil {
+		return nil, false, err
+	}
+	return &cl, true, nil
 }
 
 func (k *fakeKube) DeleteCluster(_ context.Context, ns, name string) (bool, error) {

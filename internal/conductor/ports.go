@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
@@ -88,6 +89,8 @@ type Kube interface {
 	// moments ago (a template's ClusterClass, shared by the project's clusters).
 	ApplyUnchanged(ctx context.Context, objs ...*unstructured.Unstructured) error
 	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
+	// GetCluster reads a CAPI Cluster; found is false when it does not exist.
+	GetCluster(ctx context.Context, namespace, name string) (cl *clusterv1.Cluster, found bool, err error)
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
 	// CloudFailures lists the infrastructure provider's refusals for a CAPI cluster (CAPO's

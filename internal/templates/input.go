@@ -92,6 +92,8 @@ type Input struct {
 	// most MaxBatchSize machines at a time. Other renderings leave the rollout to Cluster API's
 	// default (one new machine at a time, which is also magnum-api's default max_batch_size).
 	Upgrade *Upgrade
+	// RenderedBy is the running bridge's version, recorded on the Cluster (AnnotationRenderedBy).
+	RenderedBy string
 }
 
 // Flavor selects the infrastructure provider the objects are rendered for.

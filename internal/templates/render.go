@@ -302,6 +302,9 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 			},
 		},
 	}
+	if in.RenderedBy != "" {
+		c.Annotations[AnnotationRenderedBy] = in.RenderedBy
+	}
 	autoscale := LabelEnabled(in.Cluster.Labels, LabelAutoScalingEnabled)
 	for _, ng := range workers {
 		md := clusterv1.MachineDeploymentTopology{
