@@ -1,8 +1,10 @@
 # magnum-capi-bridge — the two commands a newcomer needs are `make up` and `make test`.
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# Releases are the tags vX.Y.Z (RELEASING.md); between them the version names the commits since.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN := bin
 # Tests that talk to the local stack take minutes; the whole suite runs within CI's budget.
 TEST_TIMEOUT ?= 60m

@@ -10,14 +10,33 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/app"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are stamped at build time with -ldflags "-X main.version=… -X main.commit=…";
+// a plain `go build` names the commit from the build's VCS stamp.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return s.Value[:12]
+			}
+		}
+	}
+	return "unknown"
+}
 
 type fileList []string
 
@@ -54,7 +73,7 @@ Usage: magnum-capi-bridge [flags]
 		return 2
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "magnum-capi-bridge", version)
+		fmt.Fprintf(stdout, "magnum-capi-bridge %s (commit %s)\n", version, buildCommit())
 		return 0
 	}
 	if len(files) == 0 {
@@ -68,6 +87,9 @@ Usage: magnum-capi-bridge [flags]
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *check {
+		for _, w := range opts.Warnings {
+			fmt.Fprintln(stdout, "warning:", w)
+		}
 		if err := app.Check(ctx, opts, stdout); err != nil {
 			fmt.Fprintln(stderr, "magnum-capi-bridge:", err)
 			return 1

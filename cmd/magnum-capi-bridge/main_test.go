@@ -36,7 +36,7 @@ func TestHelpAndVersion(t *testing.T) {
 	require.Contains(t, errOut, "-config-file")
 	code, out, _ := runBridge("--version")
 	require.Equal(t, 0, code)
-	require.True(t, strings.HasPrefix(out, "magnum-capi-bridge "), out)
+	require.Regexp(t, `^magnum-capi-bridge dev \(commit (\w{12}|unknown)\)\n$`, out)
 	code, _, _ = runBridge("--no-such-flag")
 	require.Equal(t, 2, code)
 }
@@ -47,7 +47,7 @@ transport_url = rabbit://guest:guest@127.0.0.1:5672/
 [certificates]
 cert_manager_type = x509keypair
 [bridge]
-infrastructure = inmemory
+default_infrastructure = inmemory
 `
 
 // serviceUser is Magnum's service user as magnum.conf configures it for keystonemiddleware.
@@ -65,7 +65,7 @@ func TestBadConfigurationNamesTheKey(t *testing.T) {
 		"missing file":                     {"", "no such file"},
 		"no database":                      {validRest, "[database] connection: is required"},
 		"malformed database":               {"[database]\nconnection = sqlite:///x.db\n" + validRest, "sqlite"},
-		"bad flavor":                       {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "inmemory", "docker", 1), "[bridge] infrastructure"},
+		"bad flavor":                       {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "inmemory", "docker", 1), "[bridge] default_infrastructure"},
 		"bad cert manager":                 {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + strings.Replace(validRest, "x509keypair", "barbican", 1), "[certificates] cert_manager_type"},
 		"bad rabbit option":                {"[database]\nconnection = mysql://u@127.0.0.1/m\n[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = lots\n" + validRest, "rabbit_qos_prefetch_count"},
 		"bad kubernetes":                   {"[database]\nconnection = mysql://u@127.0.0.1/m\n" + validRest + "default_kubernetes_version = latest\n", "[bridge] default_kubernetes_version"},

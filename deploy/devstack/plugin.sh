@@ -9,7 +9,7 @@ function install_magnum_capi_bridge {
     if [[ "$MAGNUM_CAPI_BRIDGE_BUILD" == "True" ]]; then
         echo_summary "Building magnum-capi-bridge into $MAGNUM_CAPI_BRIDGE_BIN"
         (cd "$MAGNUM_CAPI_BRIDGE_DIR" && CGO_ENABLED=0 go build -trimpath \
-            -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+            -ldflags "-X main.version=$(git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev) -X main.commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
             -o "$MAGNUM_CAPI_BRIDGE_BIN.new" ./cmd/magnum-capi-bridge) || die $LINENO "cannot build magnum-capi-bridge"
         mv "$MAGNUM_CAPI_BRIDGE_BIN.new" "$MAGNUM_CAPI_BRIDGE_BIN"
     fi
@@ -94,7 +94,7 @@ function configure_magnum_capi_bridge {
     fi
     iniset "$conf" bridge kubeconfig "$MAGNUM_CAPI_BRIDGE_KUBECONFIG"
     iniset "$conf" bridge namespace_prefix "$MAGNUM_CAPI_BRIDGE_NAMESPACE_PREFIX"
-    iniset "$conf" bridge infrastructure "$MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE"
+    iniset "$conf" bridge default_infrastructure "$MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE"
     iniset "$conf" bridge allowed_infrastructures "${MAGNUM_CAPI_BRIDGE_ALLOWED_INFRASTRUCTURES:-$MAGNUM_CAPI_BRIDGE_INFRASTRUCTURE}"
     iniset "$conf" bridge default_kubernetes_version "$MAGNUM_CAPI_BRIDGE_KUBERNETES_VERSION"
     # Per-cluster Keystone application credentials (always on for openstack machines).

@@ -17,7 +17,7 @@ connection = mysql://u@127.0.0.1/m
 [certificates]
 cert_manager_type = x509keypair
 [bridge]
-infrastructure = inmemory
+default_infrastructure = inmemory
 `
 
 func quotaOptions(t *testing.T, bridgeLines string) (*Options, error) {

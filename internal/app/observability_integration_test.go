@@ -94,7 +94,7 @@ cert_manager_type = x509keypair
 [bridge]
 kubeconfig = %s
 namespace_prefix = %s
-infrastructure = inmemory
+default_infrastructure = inmemory
 cluster_credentials = false
 # The test runs as the management cluster's admin, whom the admission policies do not name.
 require_admission_policies = false

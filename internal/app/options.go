@@ -55,6 +55,9 @@ type Options struct {
 	// HeartbeatInterval refreshes magnum_service: a third of [DEFAULT] service_down_time (the age at
 	// which magnum-api shows the conductor down), at most 60 s like the Python conductor.
 	HeartbeatInterval time.Duration
+	// Warnings name what the configuration sets that this release ignores or reads under a former
+	// name; logged at start and printed by --check-config.
+	Warnings []string
 	// CertManagerType is [certificates] cert_manager_type; the bridge implements x509keypair.
 	CertManagerType string
 	Bridge          BridgeOptions
@@ -73,7 +76,7 @@ type NotificationOptions struct {
 type BridgeOptions struct {
 	Kubeconfig      string
 	NamespacePrefix string
-	// Flavor is the infrastructure of clusters whose labels name none ([bridge] infrastructure).
+	// Flavor is the infrastructure of clusters whose labels name none ([bridge] default_infrastructure).
 	Flavor templates.Flavor
 	// AllowedFlavors are the infrastructures a template may choose with the capi_infrastructure
 	// label ([bridge] allowed_infrastructures; default: Flavor alone). They always hold Flavor.
@@ -226,9 +229,10 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if p := b.NamespacePrefix; p == "" || strings.ToLower(p) != p || len(p) > 20 {
 		return nil, &config.Error{Section: bridgeSection, Key: "namespace_prefix", Reason: "want 1-20 lowercase characters"}
 	}
-	flavor := f.String(bridgeSection, "infrastructure", string(templates.FlavorOpenStack))
+	f.Rename(bridgeSection, "infrastructure", "default_infrastructure")
+	flavor := f.String(bridgeSection, "default_infrastructure", string(templates.FlavorOpenStack))
 	if b.Flavor, err = templates.ParseFlavor(flavor); err != nil {
-		return nil, &config.Error{Section: bridgeSection, Key: "infrastructure", Reason: err.Error()}
+		return nil, &config.Error{Section: bridgeSection, Key: "default_infrastructure", Reason: err.Error()}
 	}
 	for _, name := range f.List(bridgeSection, "allowed_infrastructures", []string{flavor}) {
 		allowed, err := templates.ParseFlavor(name)
@@ -316,13 +320,21 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		return nil, err
 	}
 	// Bounded prefetch: an unlimited one (oslo's default) lets a backlog pile up in one replica.
+	prefetch, err := f.Int(bridgeSection, "rpc_prefetch_count", 64, 1, 10000)
+	if err != nil {
+		return nil, err
+	}
 	if o.RPC.PrefetchCount <= 0 {
-		if o.RPC.PrefetchCount, err = f.Int(bridgeSection, "rpc_prefetch_count", 64, 1, 10000); err != nil {
-			return nil, err
-		}
+		o.RPC.PrefetchCount = prefetch
 	}
 	if o.RPC.ServerID == "" || o.RPC.ServerID == host {
 		o.RPC.ServerID = o.Host
+	}
+	// Like oslo.config, an option this release does not know never stops the bridge: an operator
+	// rolling back one release keeps the configuration the newer one read.
+	o.Warnings = f.Warnings()
+	for _, k := range f.Unread(bridgeSection) {
+		o.Warnings = append(o.Warnings, fmt.Sprintf("[%s] %s is not an option of this release: ignored", bridgeSection, k))
 	}
 	return o, nil
 }

@@ -23,14 +23,14 @@ func TestREADMESampleConfigurationParses(t *testing.T) {
 	require.NotNil(t, m, "README.md has an ini block with the [bridge] section")
 	f, err := config.Parse(string(m[1]))
 	require.NoError(t, err)
-	for _, key := range []string{"kubeconfig", "namespace_prefix", "infrastructure", "default_kubernetes_version", "namespace_quota",
+	for _, key := range []string{"kubeconfig", "namespace_prefix", "default_infrastructure", "default_kubernetes_version", "namespace_quota",
 		"require_admission_policies", "leader_election", "allow_kube_tag_image_mismatch"} {
 		v, ok := f.Lookup("bridge", key)
 		require.True(t, ok, key)
 		require.False(t, strings.ContainsAny(v, ";#"), "[bridge] %s = %q carries a comment", key, v)
 	}
 	require.Equal(t, "magnum-", f.String("bridge", "namespace_prefix", ""))
-	require.Equal(t, "openstack", f.String("bridge", "infrastructure", ""))
+	require.Equal(t, "openstack", f.String("bridge", "default_infrastructure", ""))
 	_, err = capi.ParseNamespaceQuota(f.String("bridge", "namespace_quota", ""))
 	require.NoError(t, err)
 	for _, key := range []string{"require_admission_policies", "leader_election", "allow_kube_tag_image_mismatch"} {

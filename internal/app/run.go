@@ -46,6 +46,9 @@ func Run(ctx context.Context, o *Options, version string) error {
 	// client-go's own lines (leader election, reflectors) in the same format.
 	klog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	log.Info("starting magnum-capi-bridge", "version", version, "host", o.Host, "config", o.Files, "rpc", o.RPC.String())
+	for _, w := range o.Warnings {
+		log.Warn("configuration: " + w)
+	}
 
 	metrics := telemetry.New()
 	st, err := openStore(ctx, o)

@@ -96,7 +96,7 @@ func TestDefaultValues(t *testing.T) {
 	require.Equal(t, "true", f.String("bridge", "leader_election", ""))
 	require.Equal(t, "magnum-capi-bridge", f.String("bridge", "leader_election_namespace", ""), "where the Role lets it hold the Lease")
 	require.Equal(t, "magnum-", f.String("bridge", "namespace_prefix", ""))
-	require.Equal(t, "openstack", f.String("bridge", "infrastructure", ""))
+	require.Equal(t, "openstack", f.String("bridge", "default_infrastructure", ""))
 }
 
 func TestNonDefaultValues(t *testing.T) {
@@ -106,7 +106,7 @@ func TestNonDefaultValues(t *testing.T) {
 		"serviceAccount": map[string]any{"name": "bridge"},
 		"image":          map[string]any{"repository": "registry.example/mcb", "digest": "sha256:0123"},
 		"config": map[string]any{"existingSecret": "magnum-conf", "bridge": map[string]any{
-			"namespace_prefix": "m23-", "infrastructure": "inmemory", "namespace_quota": "secrets=10, pods=0"}},
+			"namespace_prefix": "m23-", "default_infrastructure": "inmemory", "namespace_quota": "secrets=10, pods=0"}},
 		"metrics": map[string]any{"port": 9191, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}}},
 	}
 	objs := render(t, "openstack", values)

@@ -1,6 +1,8 @@
 // Package config reads the ini file that Magnum's Python services read (magnum.conf), with the
 // oslo.config conventions that matter: sections, "key = value", repeated files where later ones win,
-// booleans in oslo's spellings, and list values separated by commas. Unknown keys are ignored.
+// booleans in oslo's spellings, and list values separated by commas. Unknown keys are never an error:
+// File reports those of a section nothing read (Unread), and a renamed key is read under its former
+// name with a deprecation warning (Rename, Warnings).
 //
 // It is a leaf package: each consumer (rpc, the DB store, the bridge's own settings) turns the keys it
 // owns into its own typed options with the getters below, which name the section and key in every
@@ -10,8 +12,10 @@ package config
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/ini.v1"
@@ -21,6 +25,62 @@ import (
 type File struct {
 	ini   *ini.File
 	Paths []string
+
+	mu       sync.Mutex
+	read     map[sectionKey]bool
+	renamed  map[sectionKey]string // the new name → the former one
+	warnings []string
+}
+
+type sectionKey struct{ section, key string }
+
+// Rename lets key be set under its former name: a release that renames a key reads the old name,
+// with a warning, so that an operator's configuration keeps working through the upgrade.
+func (f *File) Rename(section, former, key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renamed == nil {
+		f.renamed = map[sectionKey]string{}
+	}
+	f.renamed[sectionKey{section, key}] = former
+}
+
+// Warnings are the deprecated names the reads so far found set, once each.
+func (f *File) Warnings() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.warnings)
+}
+
+// Unread lists the keys set in section that no read asked for, sorted: options this program does
+// not know (a typo, or one a newer release added).
+func (f *File) Unread(section string) []string {
+	if f == nil || f.ini == nil {
+		return nil
+	}
+	s, err := f.ini.GetSection(section)
+	if err != nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, k := range s.KeyStrings() {
+		if !f.read[sectionKey{section, k}] {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *File) markRead(section, key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.read == nil {
+		f.read = map[sectionKey]bool{}
+	}
+	f.read[sectionKey{section, key}] = true
 }
 
 // Load reads one or more ini files, in order. A missing or unreadable file is an error.
@@ -59,10 +119,35 @@ func (e *Error) Error() string { return fmt.Sprintf("[%s] %s: %s", e.Section, e.
 
 // Lookup returns the raw value and whether the key is set. oslo.config treats "[DEFAULT]" keys as
 // visible in every section only for interpolation, which Magnum does not use, so neither do we.
+// A key set under both its name and its former one takes the value of its name.
 func (f *File) Lookup(section, key string) (string, bool) {
 	if f == nil || f.ini == nil {
 		return "", false
 	}
+	f.markRead(section, key)
+	if v, ok := f.raw(section, key); ok {
+		return v, true
+	}
+	f.mu.Lock()
+	former, renamed := f.renamed[sectionKey{section, key}]
+	f.mu.Unlock()
+	if !renamed {
+		return "", false
+	}
+	f.markRead(section, former)
+	v, ok := f.raw(section, former)
+	if ok {
+		w := fmt.Sprintf("[%s] %s is deprecated: it is now %s, and the former name will not be read after the next release", section, former, key)
+		f.mu.Lock()
+		if !slices.Contains(f.warnings, w) {
+			f.warnings = append(f.warnings, w)
+		}
+		f.mu.Unlock()
+	}
+	return v, ok
+}
+
+func (f *File) raw(section, key string) (string, bool) {
 	s, err := f.ini.GetSection(section)
 	if err != nil || !s.HasKey(key) {
 		return "", false

@@ -50,3 +50,27 @@ func TestLoadMergesFilesLaterWins(t *testing.T) {
 	_, err = Load(filepath.Join(dir, "missing.conf"))
 	require.Error(t, err)
 }
+
+func TestUnreadKeysAndRenamedKeys(t *testing.T) {
+	f, err := Parse(`
+[bridge]
+log_level = debug
+infrastrucure = inmemory
+old_name = 7
+both_old = old
+both_new = new
+`)
+	require.NoError(t, err)
+	f.Rename("bridge", "old_name", "new_name")
+	f.Rename("bridge", "both_old", "both_new")
+	require.Equal(t, "debug", f.String("bridge", "log_level", ""))
+	n, err := f.Int("bridge", "new_name", 0, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, 7, n, "the former name still sets the option")
+	require.Equal(t, "new", f.String("bridge", "both_new", ""), "the new name wins over the former")
+	require.Equal(t, []string{"[bridge] old_name is deprecated: it is now new_name, and the former name will not be read after the next release"},
+		f.Warnings())
+	require.Equal(t, []string{"both_old", "infrastrucure"}, f.Unread("bridge"),
+		"a misspelt key is reported, and so is a former name the new one overrode")
+	require.Empty(t, f.Unread("nosuch"))
+}

@@ -340,7 +340,7 @@ var Registry = []LabelSpec{
 
 	// --- Bridge-only ---------------------------------------------------------------------------------
 	{Name: LabelInfrastructure, Group: GroupBridge, Type: LabelEnum, Enum: []string{string(FlavorOpenStack), string(FlavorInMemory)}, Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
-		Description: "The infrastructure the cluster's machines run on: `openstack` (CAPO) or `inmemory` (CAPI's in-memory test machines). Unset: the operator's `[bridge] infrastructure`.",
+		Description: "The infrastructure the cluster's machines run on: `openstack` (CAPO) or `inmemory` (CAPI's in-memory test machines). Unset: the operator's `[bridge] default_infrastructure`.",
 		Effect:      "Chooses the ClusterClass flavor. Only values in the operator's `[bridge] allowed_infrastructures` are accepted (default: `openstack` alone); any other fails the create naming this label."},
 	{Name: LabelInmemoryMachineStartup, Group: GroupBridge, Type: LabelDuration, Default: "10s", Anchors: []Anchor{AnchorBridge}, Flavors: []Flavor{FlavorInMemory},
 		Description: "In-memory (test) flavor only: how long a fake machine takes to boot.",

@@ -32,7 +32,7 @@ func nonDefaultValues() map[string]any {
 		"leaderElection": map[string]any{"enabled": false},
 		"image":          map[string]any{"repository": "registry.example/magnum-capi-bridge", "digest": "sha256:" + strings.Repeat("ab", 32)},
 		"config": map[string]any{"existingSecret": "magnum-conf", "bridge": map[string]any{
-			"namespace_prefix": "m23-", "infrastructure": "inmemory", "log_level": "debug",
+			"namespace_prefix": "m23-", "default_infrastructure": "inmemory", "log_level": "debug",
 			"namespace_quota": "count/clusters.cluster.x-k8s.io=5, secrets=100, pods=0"}},
 		"metrics":             map[string]any{"port": 9191, "service": map[string]any{"type": "NodePort"}},
 		"resources":           map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "256Mi"}, "limits": map[string]any{"cpu": "1", "memory": "1Gi"}},
@@ -88,7 +88,7 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	prefix := "mcbc" + id + "-"
 	rendered, err := chart.Render(chart.Name, chart.Name, map[string]any{"config": map[string]any{
 		"magnumConf": string(magnumText),
-		"bridge":     map[string]any{"namespace_prefix": prefix, "infrastructure": "inmemory", "cluster_credentials": "false"},
+		"bridge":     map[string]any{"namespace_prefix": prefix, "default_infrastructure": "inmemory", "cluster_credentials": "false"},
 	}})
 	require.NoError(t, err)
 	// The chart's ServiceAccount, RBAC and admission policies, installed as `helm install` would (with

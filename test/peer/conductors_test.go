@@ -80,7 +80,7 @@ connection = %s
 [bridge]
 kubeconfig = %s
 namespace_prefix = %s
-infrastructure = openstack
+default_infrastructure = openstack
 allowed_infrastructures = openstack
 cloud_region_name = RegionOne
 default_kubernetes_version = v1.36.3

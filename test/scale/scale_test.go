@@ -220,7 +220,7 @@ cert_manager_type = x509keypair
 [bridge]
 kubeconfig = %s
 namespace_prefix = %s
-infrastructure = inmemory
+default_infrastructure = inmemory
 cluster_credentials = false
 # The harness's apiserver runs no admission policies; the bridge runs as a system:masters user of it.
 require_admission_policies = false
