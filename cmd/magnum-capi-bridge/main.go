@@ -63,8 +63,10 @@ Configuration: magnum.conf ([DEFAULT] transport_url/host, [database] connection,
 [oslo_messaging_rabbit], [conductor]) and the bridge's own [bridge] section.
 
 Usage: magnum-capi-bridge [flags]
+       magnum-capi-bridge [--config-file FILE]... rendering plan|apply [flags]
 `, version)
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\n"+app.RenderingUsage)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -76,6 +78,10 @@ Usage: magnum-capi-bridge [flags]
 		fmt.Fprintf(stdout, "magnum-capi-bridge %s (commit %s)\n", version, buildCommit())
 		return 0
 	}
+	if fs.NArg() > 0 && fs.Arg(0) != "rendering" {
+		fmt.Fprintf(stderr, "magnum-capi-bridge: unknown command %q\n", fs.Arg(0))
+		return 2
+	}
 	if len(files) == 0 {
 		files = app.ExistingDefaultConfigFiles()
 	}
@@ -86,6 +92,13 @@ Usage: magnum-capi-bridge [flags]
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if fs.NArg() > 0 {
+		if err := app.Rendering(ctx, opts, fs.Args()[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "magnum-capi-bridge:", err)
+			return 1
+		}
+		return 0
+	}
 	if *check {
 		for _, w := range opts.Warnings {
 			fmt.Fprintln(stdout, "warning:", w)

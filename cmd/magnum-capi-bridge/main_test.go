@@ -126,3 +126,9 @@ func emptyMySQLDatabase(t *testing.T) string {
 	})
 	return "mysql+pymysql://root@127.0.0.1:3306/" + name
 }
+
+func TestUnknownCommand(t *testing.T) {
+	code, _, errOut := runBridge("frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown command "frobnicate"`)
+}

@@ -63,7 +63,7 @@ func (c *Conductor) refreshAddons(ctx context.Context, cl *magnum.Cluster) error
 	if err != nil {
 		return err
 	}
-	if err := c.keepRendering(ctx, in, rendered); err != nil {
+	if err := c.keepRendering(ctx, in, rendered, false); err != nil {
 		return err
 	}
 	return c.applyAddons(ctx, in, rendered, true)

@@ -289,7 +289,7 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 		return err
 	}
 	if upgrade == nil {
-		if err := c.keepRendering(ctx, in, rendered); err != nil {
+		if err := c.keepRendering(ctx, in, rendered, c.ops.moving(id)); err != nil {
 			return err
 		}
 	}
@@ -327,7 +327,8 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 // so that no operation but an upgrade replaces its machines, whichever bridge built it. An upgrade
 // this replica has in hand renders afresh, and so does one the rows record (the cluster's template is
 // no longer the one its Cluster was rendered from) when it is resumed after a restart or elsewhere.
-func (c *Conductor) keepRendering(ctx context.Context, in templates.Input, rendered *templates.Rendered) error {
+// An operator's move (move) takes this bridge's rendering with the cluster's Kubernetes version.
+func (c *Conductor) keepRendering(ctx context.Context, in templates.Input, rendered *templates.Rendered, move bool) error {
 	live, found, err := c.kube.GetCluster(ctx, in.Namespace, rendered.Cluster.GetName())
 	if err != nil || !found {
 		return err
@@ -335,7 +336,11 @@ func (c *Conductor) keepRendering(ctx context.Context, in templates.Input, rende
 	if live.Labels[templates.LabelTemplateUUID] != in.Template.UUID {
 		return nil
 	}
-	if err := rendered.Keep(live); err != nil {
+	keep := rendered.Keep
+	if move {
+		keep = rendered.KeepVersion
+	}
+	if err := keep(live); err != nil {
 		return &permanentError{err}
 	}
 	return nil

@@ -144,6 +144,9 @@ func (c *Conductor) Handlers() map[string]rpc.Handler {
 		"federation_create":     c.FederationNotImplemented,
 		"federation_update":     c.FederationNotImplemented,
 		"federation_delete":     c.FederationNotImplemented,
+		// The bridge's own (docs/upgrades.md).
+		string(magnum.OpRenderingMove): c.RenderingMove,
+		MethodRenderingPlan:            c.RenderingPlanMethod,
 	}
 	for method, h := range handlers {
 		handlers[method] = bounded(h)

@@ -1,6 +1,7 @@
 package conductor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
@@ -149,18 +152,8 @@ func (s *fakeStore) ListNodeGroups(_ context.Context, clusterUUID string) ([]*ma
 			out = append(out, cloneGroup(g))
 		}
 	}
-	slices.SortFunc(out, func(a, b *magnum.NodeGroup) int { return compareStrings(a.Name.Or(""), b.Name.Or("")) })
+	slices.SortFunc(out, func(a, b *magnum.NodeGroup) int { return cmp.Compare(a.Name.Or(""), b.Name.Or("")) })
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *fakeStore) ListClustersByStatus(_ context.Context, statuses ...magnum.ClusterStatus) ([]*magnum.Cluster, error) {
@@ -374,6 +367,8 @@ type fakeKube struct {
 	addonPrunes map[string][]bool
 	// cloudFailures is what CloudFailures answers (CAPO's refusals).
 	cloudFailures []string
+	// machines is what Machines answers.
+	machines []capi.Machine
 }
 
 func newFakeKube(f *faults) *fakeKube {
@@ -443,6 +438,35 @@ func (k *fakeKube) GetCluster(_ context.Context, ns, name string) (*clusterv1.Cl
 		return nil, false, err
 	}
 	return &cl, true, nil
+}
+
+// ReadClusterClass returns the applied class of that name and the templates named after it.
+func (k *fakeKube) ReadClusterClass(_ context.Context, ns, name string) ([]*unstructured.Unstructured, error) {
+	if err := k.f.check("kube.ReadClusterClass"); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	class, ok := k.objects[objKey("ClusterClass", ns, name)]
+	if !ok {
+		return nil, fmt.Errorf("clusterclasses %q not found", name)
+	}
+	out := []*unstructured.Unstructured{class.DeepCopy()}
+	for _, o := range k.objects {
+		if o.GetNamespace() == ns && o.GetKind() != "ClusterClass" && strings.HasPrefix(o.GetName(), name+"-") {
+			out = append(out, o.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+func (k *fakeKube) Machines(context.Context, string, string) ([]capi.Machine, error) {
+	if err := k.f.check("kube.Machines"); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.machines), nil
 }
 
 func (k *fakeKube) DeleteCluster(_ context.Context, ns, name string) (bool, error) {

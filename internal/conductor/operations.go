@@ -54,6 +54,8 @@ type operations struct {
 	mu       sync.Mutex
 	started  map[string]time.Time
 	upgrades map[string]*templates.Upgrade
+	// moves are the clusters whose update moves them to this bridge's rendering.
+	moves map[string]bool
 	// serverGroups: the groups a create's handler made as the requesting user (ensureCreateCredentials),
 	// so that its driver does not make them again as the cluster's credential.
 	serverGroups map[string][]templates.ServerGroup
@@ -73,6 +75,7 @@ func newOperations(base, max time.Duration) *operations {
 		queue:        workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "magnum-operations"}),
 		started:      map[string]time.Time{},
 		upgrades:     map[string]*templates.Upgrade{},
+		moves:        map[string]bool{},
 		serverGroups: map[string][]templates.ServerGroup{},
 		held:         map[string]magnum.ClusterStatus{},
 		intent:       map[string]bool{},
@@ -113,6 +116,7 @@ func (o *operations) end(id string) {
 	defer o.mu.Unlock()
 	delete(o.started, id)
 	delete(o.upgrades, id)
+	delete(o.moves, id)
 	delete(o.intent, id)
 	delete(o.serverGroups, id)
 }
@@ -194,6 +198,18 @@ func (o *operations) setUpgrade(id string, u *templates.Upgrade) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.upgrades[id] = u
+}
+
+func (o *operations) setMove(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.moves[id] = true
+}
+
+func (o *operations) moving(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.moves[id]
 }
 
 func (o *operations) upgrade(id string) *templates.Upgrade {

@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 )
@@ -91,6 +92,10 @@ type Kube interface {
 	ApplyClusterSecrets(ctx context.Context, namespace, clusterUUID string, secrets []certs.CAPISecret) error
 	// GetCluster reads a CAPI Cluster; found is false when it does not exist.
 	GetCluster(ctx context.Context, namespace, name string) (cl *clusterv1.Cluster, found bool, err error)
+	// ReadClusterClass reads a ClusterClass and the templates it names.
+	ReadClusterClass(ctx context.Context, namespace, name string) ([]*unstructured.Unstructured, error)
+	// Machines lists a cluster's Machines.
+	Machines(ctx context.Context, namespace, clusterName string) ([]capi.Machine, error)
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
 	// CloudFailures lists the infrastructure provider's refusals for a CAPI cluster (CAPO's

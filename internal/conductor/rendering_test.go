@@ -2,11 +2,13 @@ package conductor
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -145,4 +147,111 @@ func (h *harness) kubeClusterKey() string {
 	cls := h.kube.clusters()
 	require.Len(h.t, cls, 1)
 	return objKey("Cluster", cls[0].GetNamespace(), cls[0].GetName())
+}
+
+// asOlderRendering gives the live Cluster a copy of its class under another name whose workers'
+// bootstrap template differs (what an older bridge rendered), and an older version.
+func (h *harness) asOlderRendering() {
+	h.kube.mu.Lock()
+	defer h.kube.mu.Unlock()
+	var cluster *unstructured.Unstructured
+	var class []*unstructured.Unstructured
+	for _, o := range h.kube.objects {
+		switch o.GetKind() {
+		case "Cluster":
+			cluster = o
+		case "ClusterClass":
+			class = append(class, o)
+		}
+	}
+	require.Len(h.t, class, 1)
+	current := class[0].GetName()
+	for _, o := range h.kube.objects {
+		if !strings.HasPrefix(o.GetName(), current) || o.GetKind() == "Cluster" {
+			continue
+		}
+		b, err := json.Marshal(o.Object)
+		require.NoError(h.t, err)
+		c := &unstructured.Unstructured{}
+		require.NoError(h.t, json.Unmarshal([]byte(strings.ReplaceAll(string(b), current, olderClass)), &c.Object))
+		if c.GetKind() == "KubeadmConfigTemplate" {
+			require.NoError(h.t, unstructured.SetNestedField(c.Object, "unix:///run/old.sock",
+				"spec", "template", "spec", "joinConfiguration", "nodeRegistration", "criSocket"))
+		}
+		h.kube.objects[objKey(c.GetKind(), c.GetNamespace(), c.GetName())] = c
+	}
+	require.NoError(h.t, unstructured.SetNestedField(cluster.Object, olderClass, "spec", "topology", "classRef", "name"))
+	require.NoError(h.t, unstructured.SetNestedField(cluster.Object, "v1.36.2", "spec", "topology", "version"))
+}
+
+func (h *harness) plan(ids ...string) []RenderingPlan {
+	h.t.Helper()
+	args := map[string]json.RawMessage{}
+	if len(ids) > 0 {
+		args["clusters"] = jsonArg(h.t, ids)
+	}
+	res, err := h.deliver(request(MethodRenderingPlan, args), 1)
+	require.NoError(h.t, err)
+	return res.([]RenderingPlan)
+}
+
+// The operator's move: the plan names the cluster, what differs and exactly the machines of the
+// groups whose templates differ; the move applies this bridge's class with the cluster's version,
+// as an update; then the plan has nothing left to move.
+func TestRenderingPlanAndMove(t *testing.T) {
+	h := newHarness(t)
+	id := h.created(2)
+	h.asOlderRendering()
+	h.kube.machines = []capi.Machine{
+		{Name: "demo-cp-1", ControlPlane: true}, {Name: "demo-w-1", WorkerGroup: "default-worker"}, {Name: "demo-w-2", WorkerGroup: "default-worker"},
+	}
+
+	plans := h.plan()
+	require.Len(t, plans, 1)
+	p := plans[0]
+	require.Equal(t, id, p.UUID)
+	require.Empty(t, p.Error)
+	require.Equal(t, olderClass, p.Class)
+	require.NotEqual(t, olderClass, p.CurrentClass)
+	require.Equal(t, []string{"worker group default-worker's bootstrap template"}, p.Changes)
+	require.False(t, p.ControlPlane)
+	require.Equal(t, []string{"default-worker"}, p.Workers)
+	require.Equal(t, []string{"demo-w-1", "demo-w-2"}, p.Machines)
+	require.True(t, p.Moves())
+	require.Equal(t, plans, h.plan(id), "a plan of the named cluster alone")
+
+	_, err := h.deliver(request(string(magnum.OpRenderingMove), map[string]json.RawMessage{"cluster": jsonArg(t, id)}), 1)
+	require.NoError(t, err)
+	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
+	_, err = h.deliver(request(string(magnum.OpRenderingMove), map[string]json.RawMessage{"cluster": jsonArg(t, id)}), 1)
+	require.ErrorContains(t, err, "UPDATE_IN_PROGRESS", "one move at a time")
+	require.Zero(t, h.settle(10))
+	class, version, _ := h.liveTopology()
+	require.Equal(t, p.CurrentClass, class)
+	require.Equal(t, "v1.36.2", version, "a move keeps the cluster's Kubernetes version")
+	h.complete(id)
+
+	after := h.plan()
+	require.Len(t, after, 1)
+	require.Empty(t, after[0].Changes)
+	require.Empty(t, after[0].Machines)
+	require.False(t, after[0].Moves())
+
+	// The next day-2 operation keeps the moved rendering.
+	_, err = h.deliver(request("cluster_update", map[string]json.RawMessage{"cluster": h.clusterArg(id), "node_count": jsonArg(t, 3)}), 1)
+	require.NoError(t, err)
+	require.Zero(t, h.settle(10))
+	class, version, _ = h.liveTopology()
+	require.Equal(t, p.CurrentClass, class)
+	require.Equal(t, "v1.36.2", version)
+}
+
+func TestRenderingMoveRefusals(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.deliver(request(string(magnum.OpRenderingMove), map[string]json.RawMessage{}), 1)
+	require.ErrorContains(t, err, "the UUID of the cluster to move is required")
+	_, err = h.deliver(request(string(magnum.OpRenderingMove), map[string]json.RawMessage{"cluster": jsonArg(t, "5d0c8a1e-0000-4000-8000-000000000000")}), 1)
+	require.ErrorContains(t, err, "5d0c8a1e-0000-4000-8000-000000000000")
+	_, err = h.deliver(request(MethodRenderingPlan, map[string]json.RawMessage{"clusters": jsonArg(t, "not-a-list")}), 1)
+	require.ErrorContains(t, err, "want a list of cluster UUIDs")
 }

@@ -14,6 +14,9 @@ const (
 	OpNodeGroupUpdate  Operation = "nodegroup_update"
 	OpNodeGroupDelete  Operation = "nodegroup_delete"
 	OpCredentialRotate Operation = "credential_rotate"
+	// OpRenderingMove is the bridge's own: an operator moves a live cluster to the running bridge's
+	// rendering (magnum-api never sends it).
+	OpRenderingMove Operation = "bridge_rendering_move"
 )
 
 // Transition is one operation's row: the statuses it may start from and the cluster statuses it
@@ -65,6 +68,7 @@ var Transitions = map[Operation]Transition{
 	OpNodeGroupUpdate:  updating(NodeGroupAllowedStatuses, StatusUpdateInProgress),
 	OpNodeGroupDelete:  updating(nil, StatusDeleteInProgress),
 	OpCredentialRotate: updating(CredentialRotateAllowedStatuses, ""),
+	OpRenderingMove:    updating(CompleteStatuses, ""),
 	OpClusterDelete: {InProgress: StatusDeleteInProgress, Complete: StatusDeleteComplete, Failed: StatusDeleteFailed,
 		NodeGroup: StatusDeleteInProgress},
 }

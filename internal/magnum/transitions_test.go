@@ -25,6 +25,7 @@ func TestTransitions(t *testing.T) {
 		{OpCredentialRotate, whileUpdating, StatusUpdateInProgress, StatusUpdateComplete, StatusUpdateFailed, ""},
 		{OpClusterDelete, nil, StatusDeleteInProgress, StatusDeleteComplete, StatusDeleteFailed, StatusDeleteInProgress},
 		{OpNodeGroupDelete, nil, StatusUpdateInProgress, StatusUpdateComplete, StatusUpdateFailed, StatusDeleteInProgress},
+		{OpRenderingMove, completes, StatusUpdateInProgress, StatusUpdateComplete, StatusUpdateFailed, ""},
 	} {
 		t.Run(string(tc.op), func(t *testing.T) {
 			row, ok := Transitions[tc.op]
@@ -44,7 +45,7 @@ func TestTransitions(t *testing.T) {
 			}
 		})
 	}
-	assert.Len(t, Transitions, 9)
+	assert.Len(t, Transitions, 10)
 }
 
 func TestOutcomes(t *testing.T) {
