@@ -16,6 +16,9 @@
 # row) listening on port + 2(r-1) (zed 9590, 9592, 9594…; newest 9591, 9593…). They consume the same
 # queues; a Lease (magnum-capi-bridge/magnum-capi-bridge-<prefix>) elects the one that runs the
 # status sync. Replicas above N left from an earlier run are stopped.
+# BRIDGE_BINS="bin1 bin2 …" runs replica r from the r-th binary (the last one for the replicas after
+# it), e.g. the previous release's (previous-release.sh) next to this tree's during a rolling upgrade;
+# default: this tree's bin/magnum-capi-bridge.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -41,12 +44,16 @@ newest)
   ;;
 esac
 bin=$root/bin/magnum-capi-bridge
-[ -x "$bin" ] || (cd "$root" && make -s build)
+read -r -a bins <<<"${BRIDGE_BINS:-$bin}"
+for b in "${bins[@]}"; do
+  [ "$b" != "$bin" ] || [ -x "$bin" ] || (cd "$root" && make -s build)
+  [ -x "$b" ] || { echo "BRIDGE_BINS: no executable $b" >&2; exit 2; }
+done
 # The devstack plugin's own functions install, configure and start the bridge (deploy/devstack),
 # with stand-ins for the few devstack functions they call (lib.sh's use_devstack_shims); its log lines
 # name them.
 use_devstack_shims
-MAGNUM_CAPI_BRIDGE_DIR=$root MAGNUM_CAPI_BRIDGE_BUILD=False MAGNUM_CAPI_BRIDGE_BIN=$bin PYTHON=/usr/bin/python3
+MAGNUM_CAPI_BRIDGE_DIR=$root MAGNUM_CAPI_BRIDGE_BUILD=False MAGNUM_CAPI_BRIDGE_BIN=${bins[0]} PYTHON=/usr/bin/python3
 MAGNUM_CAPI_BRIDGE_MAGNUM_CONF=$magnum_conf
 # The bridge's own ServiceAccount (deploy/kubernetes/rbac.yaml), not the management cluster's admin.
 MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG=$ADMIN_KUBECONFIG MAGNUM_CAPI_BRIDGE_KUBECONFIG=$MCB_MGMT_DIR/bridge.kubeconfig
@@ -64,8 +71,8 @@ base=$name instance=${1:-zed}
 start_replica() {
   local r=$1 name=$base bind=127.0.0.1:$((port + 2 * ($1 - 1)))
   [ "$r" = 1 ] || name=$base-$r
-  local conf=$MCB_ETC_DIR/$name.conf
-  MAGNUM_CAPI_BRIDGE_SERVICE=$name MAGNUM_CAPI_BRIDGE_CONF=$conf MAGNUM_CAPI_BRIDGE_HOST=$(hostname)-$name
+  local conf=$MCB_ETC_DIR/$name.conf bin=${bins[$(($1 - 1))]:-${bins[-1]}}
+  MAGNUM_CAPI_BRIDGE_BIN=$bin MAGNUM_CAPI_BRIDGE_SERVICE=$name MAGNUM_CAPI_BRIDGE_CONF=$conf MAGNUM_CAPI_BRIDGE_HOST=$(hostname)-$name
   cat > "$conf.new" <<CONF
 # Written by deploy/local/bridge-up.sh ${instance} with the devstack plugin's configure_magnum_capi_bridge.
 # Per-cluster Keystone application credentials are issued as the requesting user and deleted with the

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the bridge's previous release into the cache (once per commit, from a git worktree of this
+# repository) and prints the binary's path: the upgrade tests run it as the stack's bridge, then
+# replace it with this tree's.
+#
+# Usage: previous-release.sh [REF]
+#   REF  default: the newest tag vX.Y.Z before HEAD; before the first release, FIRST_RELEASE_BASE,
+#        the commit of main (2026-11-30) the first release's upgrade is tested from.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+. "$here/lib.sh"
+FIRST_RELEASE_BASE=21bc133
+ref=${1:-$(git -C "$root" describe --tags --abbrev=0 --match 'v[0-9]*' HEAD^ 2>/dev/null || echo "$FIRST_RELEASE_BASE")}
+commit=$(git -C "$root" rev-parse --short=12 "$ref^{commit}")
+out=$MCB_CACHE/releases/$commit/magnum-capi-bridge
+if [ ! -x "$out" ]; then
+  mkdir -p "$(dirname "$out")"
+  wt=$(mktemp -d "${TMPDIR:-/tmp}/mcb-release-XXXXXX")
+  trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"' EXIT
+  git -C "$root" worktree add --detach "$wt" "$commit" >/dev/null 2>&1
+  version=$(git -C "$wt" describe --tags --match 'v[0-9]*' --always)
+  log "building the previous release $version ($commit) into $out" >&2
+  (cd "$wt" && CGO_ENABLED=0 ${GO:-go} build -trimpath -ldflags "-X main.version=$version -X main.commit=$commit" \
+    -o "$out.new" ./cmd/magnum-capi-bridge)
+  mv "$out.new" "$out"
+fi
+echo "$out"
