@@ -85,6 +85,9 @@ func Render(in Input) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	if renderingVariant != nil {
+		renderingVariant(class)
+	}
 	className := nameClass(class)
 	for _, o := range class {
 		o.SetNamespace(in.Namespace)
