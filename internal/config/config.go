@@ -125,26 +125,32 @@ func (f *File) Lookup(section, key string) (string, bool) {
 		return "", false
 	}
 	f.markRead(section, key)
-	if v, ok := f.raw(section, key); ok {
-		return v, true
-	}
 	f.mu.Lock()
 	former, renamed := f.renamed[sectionKey{section, key}]
 	f.mu.Unlock()
-	if !renamed {
-		return "", false
+	if renamed {
+		f.markRead(section, former)
 	}
-	f.markRead(section, former)
-	v, ok := f.raw(section, former)
-	if ok {
-		w := fmt.Sprintf("[%s] %s is deprecated: it is now %s, and the former name will not be read after the next release", section, former, key)
-		f.mu.Lock()
-		if !slices.Contains(f.warnings, w) {
-			f.warnings = append(f.warnings, w)
-		}
-		f.mu.Unlock()
+	v, ok := f.raw(section, key)
+	_, formerSet := f.raw(section, former)
+	switch {
+	case !renamed || !formerSet:
+		return v, ok
+	case ok:
+		// Both: a configuration kept for the previous release next to the new name.
+		f.warn(fmt.Sprintf("[%s] %s is ignored: %s, its new name, is set", section, former, key))
+		return v, ok
 	}
-	return v, ok
+	f.warn(fmt.Sprintf("[%s] %s is deprecated: it is now %s, and the former name will not be read after the next release", section, former, key))
+	return f.raw(section, former)
+}
+
+func (f *File) warn(w string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.warnings, w) {
+		f.warnings = append(f.warnings, w)
+	}
 }
 
 func (f *File) raw(section, key string) (string, bool) {

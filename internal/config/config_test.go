@@ -68,9 +68,10 @@ both_new = new
 	require.NoError(t, err)
 	require.Equal(t, 7, n, "the former name still sets the option")
 	require.Equal(t, "new", f.String("bridge", "both_new", ""), "the new name wins over the former")
-	require.Equal(t, []string{"[bridge] old_name is deprecated: it is now new_name, and the former name will not be read after the next release"},
-		f.Warnings())
-	require.Equal(t, []string{"both_old", "infrastrucure"}, f.Unread("bridge"),
-		"a misspelt key is reported, and so is a former name the new one overrode")
+	require.Equal(t, []string{
+		"[bridge] old_name is deprecated: it is now new_name, and the former name will not be read after the next release",
+		"[bridge] both_old is ignored: both_new, its new name, is set",
+	}, f.Warnings())
+	require.Equal(t, []string{"infrastrucure"}, f.Unread("bridge"), "a misspelt key is reported")
 	require.Empty(t, f.Unread("nosuch"))
 }
