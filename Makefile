@@ -14,7 +14,7 @@ PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn lint staticcheck shellcheck bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn upgrade-test lint staticcheck shellcheck bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
 
 all: build
 
@@ -84,13 +84,23 @@ soak: up
 ## churn: failover under load on `make up`'s stack — three replicas of this tree's bridge, CHURN_CLUSTERS
 ## creates and CHURN_DELETES deletes through the CLI while the leader and another replica are SIGKILLed
 ## (CHURN_SEED); prints the CHURN summary line and restores one bridge. Hold the stack lock when shared.
+## CHURN_PREVIOUS=1: the first replica runs the previous release (a rolling upgrade half-way).
 CHURN_SEED ?= 1
 CHURN_CLUSTERS ?= 20
 CHURN_DELETES ?= 10
+CHURN_PREVIOUS ?= 0
 churn: build
-	MCB_CHURN=1 MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) \
+	MCB_CHURN=1 MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) MCB_CHURN_PREVIOUS=$(CHURN_PREVIOUS) \
 	  $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestChurnWithReplicas$$' -v ./test/e2e \
 	  | tee /var/log/magnum-capi-bridge/churn-$(CHURN_SEED).log | grep -E 'churn|CHURN|Error|^(---|ok|FAIL|PASS)'; \
+	  exit $${PIPESTATUS[0]}
+
+## upgrade-test: the previous release builds clusters on `make up`'s stack, this tree's bridge (rendering
+## differently: -tags renderingvariant) takes over; no machine is replaced until `rendering apply` or an
+## upgrade (docs/upgrades.md). Replaces the stack's bridge, restored at the end.
+upgrade-test: build
+	MCB_UPGRADE=1 $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestBridgeUpgradeFromThePreviousRelease$$' -v ./test/e2e \
+	  | tee /var/log/magnum-capi-bridge/upgrade.log | grep -E 'UPGRADE|TIMING|Error|^(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}
 
 ## lint: gofmt, go vet, staticcheck (with the test tiers' build tags, both modules) and shellcheck (every

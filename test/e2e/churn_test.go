@@ -43,7 +43,9 @@ import (
 // with one CHURN line.
 //
 // It takes over the stack's bridges (BRIDGE_REPLICAS=3 of this repository's bin/, restored to one
-// at the end), so it is opt-in: `make churn` (MCB_CHURN=1), under the stack lock.
+// at the end), so it is opt-in: `make churn` (MCB_CHURN=1), under the stack lock. With
+// MCB_CHURN_PREVIOUS=1 the first replica runs the previous release (deploy/local/previous-release.sh):
+// a rolling upgrade caught half-way, releases N and N+1 sharing claims, leases and status writes.
 func TestChurnWithReplicas(t *testing.T) {
 	requireStack(t)
 	if os.Getenv("MCB_CHURN") != "1" {
@@ -73,9 +75,19 @@ func TestChurnWithReplicas(t *testing.T) {
 
 	// Three replicas of this repository's bridge; one again at the end, whatever happens.
 	replicas := []churnReplica{{"bridge", 9590}, {"bridge-2", 9592}, {"bridge-3", 9594}}
+	var bins, extra string
+	if os.Getenv("MCB_CHURN_PREVIOUS") == "1" {
+		prev := strings.TrimSpace(commandOutput(t, repoRoot(t), "deploy/local/previous-release.sh"))
+		bins = prev + " " + filepath.Join(repoRoot(t), "bin/magnum-capi-bridge")
+		extra = "infrastructure = inmemory" // the previous release's name of default_infrastructure
+		t.Logf("churn: replica 1 runs the previous release, %s", strings.TrimSpace(commandOutput(t, repoRoot(t), prev, "--version")))
+	}
 	bridgeUp := func(n int) error {
 		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), "zed")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("BRIDGE_REPLICAS=%d", n))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("BRIDGE_REPLICAS=%d", n), "BRIDGE_BINS="+bins, "BRIDGE_EXTRA_CONFIG="+extra)
+		if n == 1 {
+			cmd.Env = append(cmd.Env, "BRIDGE_BINS=", "BRIDGE_EXTRA_CONFIG=") // the stack's own bridge again
+		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("BRIDGE_REPLICAS=%d bridge-up.sh: %v: %s", n, err, out)
