@@ -279,13 +279,7 @@ func TestDayTwoHandlersResumeAfterACrashAtEachWrite(t *testing.T) {
 			require.EqualValues(h.t, 3, h.kube.controlPlaneReplicas(h.t))
 		}},
 		{"node group create", func(h *harness, id string) *rpc.Request {
-			ng := &magnum.NodeGroup{}
-			ng.UUID.Set("9a9a9a9a-0000-4000-8000-000000000001")
-			ng.Name.Set("batch")
-			ng.ClusterID.Set(id)
-			ng.ProjectID.Set(demoProject)
-			ng.Role.Set("worker")
-			ng.NodeCount.Set(2)
+			ng := workerGroup(id, "9a9a9a9a-0000-4000-8000-000000000001", "batch", 2)
 			ng.FlavorID.Set("m1.small")
 			return request("nodegroup_create", map[string]json.RawMessage{"cluster": h.clusterArg(id), "nodegroup": encodeArg(h.t, ng)})
 		}, func(h *harness, id string) {
@@ -334,6 +328,18 @@ func TestDayTwoHandlersResumeAfterACrashAtEachWrite(t *testing.T) {
 	}
 }
 
+// workerGroup is a worker node group of the demo project, as magnum-api sends it.
+func workerGroup(clusterID, uuid, name string, nodes int64) *magnum.NodeGroup {
+	ng := &magnum.NodeGroup{}
+	ng.UUID.Set(uuid)
+	ng.Name.Set(name)
+	ng.ClusterID.Set(clusterID)
+	ng.ProjectID.Set(demoProject)
+	ng.Role.Set("worker")
+	ng.NodeCount.Set(nodes)
+	return ng
+}
+
 func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
 	cur := any(obj)
 	for _, p := range path {
@@ -351,13 +357,7 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 func TestNodeGroupDeleteResumes(t *testing.T) {
 	h := newHarness(t)
 	id := h.created(2)
-	ng := &magnum.NodeGroup{}
-	ng.UUID.Set("9a9a9a9a-0000-4000-8000-000000000002")
-	ng.Name.Set("batch")
-	ng.ClusterID.Set(id)
-	ng.ProjectID.Set(demoProject)
-	ng.Role.Set("worker")
-	ng.NodeCount.Set(1)
+	ng := workerGroup(id, "9a9a9a9a-0000-4000-8000-000000000002", "batch", 1)
 	_, err := h.deliver(request("nodegroup_create", map[string]json.RawMessage{"cluster": h.clusterArg(id), "nodegroup": encodeArg(t, ng)}), 1)
 	require.NoError(t, err)
 	require.Zero(t, h.settle(10))

@@ -89,13 +89,7 @@ func TestDayTwoKeepsTheClustersRendering(t *testing.T) {
 	kept("resize 2 → 3")
 	require.EqualValues(t, 3, h.kube.workerReplicas(t, "default-worker"))
 
-	ng := &magnum.NodeGroup{}
-	ng.UUID.Set("9a9a9a9a-0000-4000-8000-000000000001")
-	ng.Name.Set("batch")
-	ng.ClusterID.Set(id)
-	ng.ProjectID.Set(demoProject)
-	ng.Role.Set("worker")
-	ng.NodeCount.Set(1)
+	ng := workerGroup(id, "9a9a9a9a-0000-4000-8000-000000000001", "batch", 1)
 	ng.FlavorID.Set("m1.small")
 	run(request("nodegroup_create", map[string]json.RawMessage{"cluster": h.clusterArg(id), "nodegroup": encodeArg(t, ng)}))
 	kept("node group create")
