@@ -145,8 +145,8 @@ func (c *Conductor) Handlers() map[string]rpc.Handler {
 		"federation_update":     c.FederationNotImplemented,
 		"federation_delete":     c.FederationNotImplemented,
 		// The bridge's own (docs/upgrades.md).
-		string(magnum.OpRenderingMove): c.RenderingMove,
-		MethodRenderingPlan:            c.RenderingPlanMethod,
+		string(magnum.OpRenderingMove): c.BridgeRenderingMove,
+		MethodRenderingPlan:            c.BridgeRenderingPlan,
 	}
 	for method, h := range handlers {
 		handlers[method] = bounded(h)

@@ -47,9 +47,9 @@ type RenderingPlan struct {
 // Moves reports whether moving the cluster changes anything.
 func (p RenderingPlan) Moves() bool { return p.Error == "" && len(p.Changes) > 0 }
 
-// RenderingPlanMethod answers bridge_rendering_plan(clusters): the plan of the named clusters (UUIDs),
+// BridgeRenderingPlan answers bridge_rendering_plan(clusters): the plan of the named clusters (UUIDs),
 // or of every cluster not being deleted when none is named.
-func (c *Conductor) RenderingPlanMethod(ctx context.Context, req *rpc.Request) (any, error) {
+func (c *Conductor) BridgeRenderingPlan(ctx context.Context, req *rpc.Request) (any, error) {
 	var ids []string
 	if raw, ok := req.Args["clusters"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &ids); err != nil {
@@ -153,10 +153,10 @@ func asPermanent(err error) error {
 	return err
 }
 
-// RenderingMove answers bridge_rendering_move(cluster): the cluster (a UUID) goes UPDATE_IN_PROGRESS
+// BridgeRenderingMove answers bridge_rendering_move(cluster): the cluster (a UUID) goes UPDATE_IN_PROGRESS
 // and the driver applies this bridge's rendering with its Kubernetes version; the status sync ends
 // it UPDATE_COMPLETE once Cluster API has rolled what changed.
-func (c *Conductor) RenderingMove(ctx context.Context, req *rpc.Request) (any, error) {
+func (c *Conductor) BridgeRenderingMove(ctx context.Context, req *rpc.Request) (any, error) {
 	id, err := stringArg(req, "cluster")
 	if err != nil {
 		return nil, err
