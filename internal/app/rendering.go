@@ -34,7 +34,7 @@ const renderingCall = 2 * time.Minute
 // Rendering runs `magnum-capi-bridge rendering plan|apply args...`.
 func Rendering(ctx context.Context, o *Options, args []string, out io.Writer) error {
 	if len(args) == 0 || (args[0] != "plan" && args[0] != "apply") {
-		return errors.New("rendering: want plan or apply\n" + RenderingUsage)
+		return errors.New("rendering: want plan or apply (magnum-capi-bridge --help)")
 	}
 	fs := flag.NewFlagSet("rendering "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -45,7 +45,7 @@ func Rendering(ctx context.Context, o *Options, args []string, out io.Writer) er
 	timeout := fs.Duration("timeout", time.Hour, "apply: how long to wait for one cluster")
 	poll := fs.Duration("poll", 5*time.Second, "apply: how often a moving cluster's status is read")
 	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("rendering %s: %w\n%s", args[0], err, RenderingUsage)
+		return fmt.Errorf("rendering %s: %w (magnum-capi-bridge --help)", args[0], err)
 	}
 	if *concurrency < 1 {
 		return errors.New("rendering apply: --concurrency must be at least 1")
