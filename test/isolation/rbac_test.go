@@ -66,8 +66,10 @@ func TestBridgeRBAC(t *testing.T) {
 		return out
 	}
 	var allowed []attrs
+	// Read too: a day-2 apply keeps the live Cluster's rendering, and `rendering plan` compares the
+	// live class with the current one (docs/upgrades.md).
 	for _, a := range renderedResources(t, ns) {
-		allowed = append(allowed, with(a, "create", "patch")...)
+		allowed = append(allowed, with(a, "get", "create", "patch")...)
 	}
 	capiGroup := "cluster.x-k8s.io"
 	allowed = append(allowed, with(attrs{Resource: "namespaces"}, "list", "create", "patch")...)
