@@ -112,6 +112,7 @@ declare -gA SERVICE_MATCH=(
   [fake-openstack]=fake-openstack
   [magnum-api]=magnum-api-uwsgi.ini
   [magnum-api-newest]=magnum-api-newest-uwsgi.ini
+  [barbican-api]=barbican-api-uwsgi.ini
 )
 
 # service_running NAME: the PID file of NAME names a live process that looks like NAME.

@@ -20,7 +20,7 @@ if [ -d "$MCB_LOG_DIR" ]; then exec > >(tee -a "$MCB_LOG_DIR/openstack-down.log"
 stopped=0
 # Other PID files in $MCB_RUN_DIR (the management cluster's) are not ours and are left alone.
 # RabbitMQ before epmd (rabbitmqctl needs epmd), MariaDB last (Keystone and magnum use it).
-for name in magnum-api fake-openstack keystone rabbitmq epmd mariadb; do
+for name in magnum-api barbican-api fake-openstack keystone rabbitmq epmd mariadb; do
 	if [ -e "$(pidfile "$name")" ]; then
 		stop_service "$name"
 		stopped=$((stopped + 1))

@@ -8,7 +8,8 @@ removed. Passwords are checked by logging in with them and only reset when the l
 tokens held by running services stay valid.
 
 With --newest it only adds what newest-up.sh needs: region MAGNUM_NEW_REGION with endpoints of the
-existing container-infra service at MAGNUM_NEW_URL.
+existing container-infra service at MAGNUM_NEW_URL. With --barbican, what barbican.sh needs: the
+service user barbican and the key-manager service with its endpoints at BARBICAN_URL.
 
 Input: environment variables set by stack.env. Exit status: 0 = done, 3 = the admin password is not
 accepted (up.sh then re-runs keystone-manage bootstrap, which resets it), 1 = anything else.
@@ -184,6 +185,22 @@ def newest(state):
                        region=region)
 
 
+def barbican(state):
+    """Only what barbican.sh adds: Barbican's service user (keystonemiddleware validates tokens with
+    it) and the key-manager catalog entry. Magnum's service user needs no role of Barbican's own:
+    its admin role on the service project passes Barbican's default policy for creating, reading
+    and deleting secrets and containers (the deprecated admin_or_creator rules, and role:member,
+    which admin implies, under the new defaults)."""
+    default = state.domain("Default", "The default domain")
+    service_project = state.project("service", default, "Service users of the local stack")
+    user = state.user("barbican", default, ENV["BARBICAN_SERVICE_PASSWORD"], project=service_project)
+    state.grant(state.role("admin"), user, project=service_project)
+    state.grant(state.role("service"), user, project=service_project)
+    state.region(REGION)
+    state.endpoints_of(state.service("key-manager", "barbican", "Barbican Key Manager"),
+                       ENV["BARBICAN_URL"])
+
+
 def main():
     admin_auth = v3.Password(auth_url=KEYSTONE_URL, username="admin",
                              password=ENV["ADMIN_PASSWORD"], project_name="admin",
@@ -195,11 +212,12 @@ def main():
         print("identity: Keystone refuses the admin password", file=sys.stderr)
         return 3
     state = Keystone(ks_client.Client(session=sess, interface="public", region_name=REGION))
-    if sys.argv[1:] == ["--newest"]:
-        newest(state)
-        print("identity --newest: %s" % ("%d change(s)" % len(state.changes) if state.changes
-                                          else "everything already in place"))
-        return 0
+    for flag, add in (("--newest", newest), ("--barbican", barbican)):
+        if sys.argv[1:] == [flag]:
+            add(state)
+            print("identity %s: %s" % (flag, "%d change(s)" % len(state.changes) if state.changes
+                                       else "everything already in place"))
+            return 0
 
     default = state.domain("Default", "The default domain")
     admin_role = state.role("admin")

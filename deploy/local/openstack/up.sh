@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bring up the OpenStack half of the local stack on loopback, from Debian bookworm packages:
-# MariaDB and RabbitMQ (only if not already running), Keystone and magnum-api 15.0.1 under uwsgi,
-# the fake Glance/Nova/Neutron (cmd/fake-openstack) and the bridge's magnum.drivers entry point.
+# MariaDB and RabbitMQ (only if not already running), Keystone, magnum-api 15.0.1 and Barbican
+# (barbican.sh) under uwsgi, the fake Glance/Nova/Neutron (cmd/fake-openstack) and the bridge's
+# magnum.drivers entry point.
 # There is no magnum-conductor: magnum-capi-bridge takes its place.
 #
 # Idempotent: a second run finds everything in place and changes nothing (no duplicate Keystone
@@ -329,6 +330,11 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
+step "Barbican"
+# Magnum's default certificate manager, for a Magnum configured with cert_manager_type = barbican.
+"$HERE/barbican.sh" up
+
+# ---------------------------------------------------------------------------------------------
 step "smoke test"
 # The whole chain as a tenant sees it: clouds.yaml, Keystone, magnum-api's auth middleware, its DB,
 # and the trustee-domain lookup magnum-api does for every non-admin list.
@@ -340,7 +346,7 @@ log "smoke test: demo sees $(printf '%s' "$SMOKE" | grep -c . || true) cluster t
 
 # ---------------------------------------------------------------------------------------------
 step "done"
-for name in mariadb rabbitmq epmd keystone fake-openstack magnum-api; do
+for name in mariadb rabbitmq epmd keystone fake-openstack magnum-api barbican-api; do
 	if service_running "$name"; then log "  $name: pid $(service_pid "$name") ($(pidfile "$name"))"; fi
 done
 cat <<EOF
@@ -348,12 +354,13 @@ cat <<EOF
 OpenStack half of the local stack is up after $SECONDS s (stop it with deploy/local/openstack/down.sh).
   Keystone        $KEYSTONE_URL            (region $MCB_REGION)
   magnum-api      $MAGNUM_URL   (15.0.1, uwsgi; no magnum-conductor: the bridge consumes its RPC)
+  Barbican        $BARBICAN_URL/v1      (key-manager, simple_crypto; for cert_manager_type = barbican)
   simulated       Glance http://$MCB_HOST:$FAKE_IMAGE_PORT   Nova http://$MCB_HOST:$FAKE_COMPUTE_PORT/v2.1   Neutron http://$MCB_HOST:$FAKE_NETWORK_PORT   Octavia http://$MCB_HOST:$FAKE_LB_PORT   Cinder http://$MCB_HOST:$FAKE_VOLUME_PORT/v3
                   (what CAPO made, per project: curl http://$MCB_HOST:$FAKE_INSPECT_PORT/projects/<project id>/resources)
   RabbitMQ        rabbit://$RABBIT_USER:***@$MCB_HOST:$RABBIT_PORT/  (exchange magnum, topic magnum-conductor)
   magnum.conf     /etc/magnum/magnum.conf (also read by magnum-capi-bridge)
   clouds          /etc/openstack/clouds.yaml: devstack (demo), devstack-alt (alt_demo), devstack-admin (admin)
-  logs            $MCB_LOG_DIR/{keystone,magnum-api,fake-openstack}.log, fake-openstack-requests.jsonl
+  logs            $MCB_LOG_DIR/{keystone,magnum-api,barbican-api,fake-openstack}.log, fake-openstack-requests.jsonl
 
 Try it:
   openstack --os-cloud devstack coe cluster template create k8s-v1.36 --coe kubernetes \\
