@@ -234,16 +234,17 @@ func (k keyPairs) Store(ctx context.Context, _ string, kp certs.KeyPair, owner c
 	return saved.UUID, nil
 }
 
-// StoreClusterSet implements certs.ClusterSetStore: the four rows and the cluster's refs in one
-// transaction (db.Store.StoreClusterKeyPairs).
-func (k keyPairs) StoreClusterSet(ctx context.Context, clusterUUID string, refs certs.Refs, pki *certs.ClusterPKI, owner certs.Owner) (bool, error) {
+// StoreClusterSet implements certs.ClusterSetStore: the four rows, under refs derived from the
+// cluster, and the cluster's refs in one transaction (db.Store.StoreClusterKeyPairs).
+func (k keyPairs) StoreClusterSet(ctx context.Context, clusterUUID string, pki *certs.ClusterPKI, owner certs.Owner) (certs.Refs, bool, error) {
+	refs := certs.ClusterRefs(clusterUUID)
 	stored, err := k.st.StoreClusterKeyPairs(ctx, clusterUUID, []db.ClusterKeyPair{
 		{RefColumn: "ca_cert_ref", KeyPair: x509Row(refs.CACertRef, pki.KubernetesCA.Stored, owner)},
 		{RefColumn: "etcd_ca_cert_ref", KeyPair: x509Row(refs.EtcdCACertRef, pki.EtcdCA.Stored, owner)},
 		{RefColumn: "front_proxy_ca_cert_ref", KeyPair: x509Row(refs.FrontProxyCACertRef, pki.FrontProxyCA.Stored, owner)},
 		{RefColumn: "magnum_cert_ref", KeyPair: x509Row(refs.MagnumCertRef, pki.MagnumClient.Stored, owner)},
 	})
-	return stored, notFound(err) // as the conductor's own UpdateCluster reports them
+	return refs, stored, notFound(err) // as the conductor's own UpdateCluster reports them
 }
 
 func (k keyPairs) Load(ctx context.Context, ref string) (certs.KeyPair, error) {

@@ -49,7 +49,7 @@ func TestKeyPairsStoreClusterSet(t *testing.T) {
 			require.NoError(t, err)
 			refs := certs.ClusterRefs(cl.UUID.Or(""))
 			assert.Equal(t, refs, certs.Refs{CACertRef: row.CACertRef.Or(""), EtcdCACertRef: row.EtcdCACertRef.Or(""),
-				FrontProxyCACertRef: row.FrontProxyCACertRef.Or(""), MagnumCertRef: row.MagnumCertRef.Or("")})
+				FrontProxyCACertRef: row.FrontProxyCACertRef.Or(""), MagnumCertRef: row.MagnumCertRef.Or(""), ClusterUUID: row.UUID.Or("")})
 			loaded, err := m.LoadCluster(ctx, refs, "k8s-demo")
 			require.NoError(t, err)
 			assert.Equal(t, pki.FrontProxyCA.Certificate.Raw, loaded.FrontProxyCA.Certificate.Raw)

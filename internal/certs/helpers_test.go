@@ -50,12 +50,13 @@ func newFakeBackend() *fakeBackend {
 }
 
 // StoreClusterSet implements ClusterSetStore under the backend's lock (its transaction).
-func (b *fakeBackend) StoreClusterSet(_ context.Context, cluster string, refs Refs, pki *ClusterPKI, owner Owner) (bool, error) {
+func (b *fakeBackend) StoreClusterSet(_ context.Context, cluster string, pki *ClusterPKI, owner Owner) (Refs, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.clusters[cluster]; !ok {
-		return false, fmt.Errorf("cluster %s not found", cluster)
+		return Refs{}, false, fmt.Errorf("cluster %s not found", cluster)
 	}
+	refs := ClusterRefs(cluster)
 	set := []struct {
 		ref, name string
 		kp        KeyPair
@@ -71,12 +72,12 @@ func (b *fakeBackend) StoreClusterSet(_ context.Context, cluster string, refs Re
 	}
 	b.clusters[cluster] = refs
 	if present == len(set) {
-		return false, nil
+		return refs, false, nil
 	}
 	for _, it := range set {
 		b.rows[it.ref] = fakeRow{it.name, it.kp, owner}
 	}
-	return true, nil
+	return refs, true, nil
 }
 
 func (b *fakeBackend) Store(_ context.Context, name string, kp KeyPair, owner Owner) (string, error) {

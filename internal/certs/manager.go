@@ -32,6 +32,23 @@ type Refs struct {
 	EtcdCACertRef       string // etcd_ca_cert_ref
 	FrontProxyCACertRef string // front_proxy_ca_cert_ref
 	MagnumCertRef       string // magnum_cert_ref
+	// ClusterUUID is the cluster the refs belong to, for backends that record who reads a key pair
+	// (ClusterLoader); empty when unknown.
+	ClusterUUID string
+}
+
+// ClusterLoader is a Backend that records which cluster a read is for: Barbican, where Magnum's
+// conductor up to 2026.1 registers the cluster as a consumer of every container it reads.
+type ClusterLoader interface {
+	LoadForCluster(ctx context.Context, ref, clusterUUID string) (KeyPair, error)
+}
+
+// MagnumDeleteScope is a Backend whose deleted clusters lose only what Magnum's
+// delete_certificates_from_cluster deletes there, the cluster CA and the magnum client
+// certificate: Barbican, where operators know Magnum's behaviour (the etcd and front-proxy CAs'
+// containers are kept).
+type MagnumDeleteScope interface {
+	DeletesOnlyMagnumsRefs()
 }
 
 // CAType selects one of a cluster's CAs.
@@ -134,11 +151,19 @@ func (m *Manager) LoadCA(ctx context.Context, refs Refs, caType string) (KeyPair
 	if err != nil {
 		return KeyPair{}, err
 	}
-	kp, err := m.backend.Load(ctx, ref)
+	kp, err := m.load(ctx, ref, refs.ClusterUUID)
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("certs: load %s CA (ref %s): %w", t, ref, err)
 	}
 	return kp, nil
+}
+
+// load reads ref for the cluster clusterUUID (ClusterLoader).
+func (m *Manager) load(ctx context.Context, ref, clusterUUID string) (KeyPair, error) {
+	if cl, ok := m.backend.(ClusterLoader); ok && clusterUUID != "" {
+		return cl.LoadForCluster(ctx, ref, clusterUUID)
+	}
+	return m.backend.Load(ctx, ref)
 }
 
 // SignCSR loads the CA of caType and signs csrPEM with it (sign_certificate).
@@ -169,7 +194,7 @@ func (m *Manager) LoadCluster(ctx context.Context, refs Refs, issuer string) (*C
 		}
 	}
 	for _, it := range items {
-		kp, err := m.backend.Load(ctx, it.ref)
+		kp, err := m.load(ctx, it.ref, refs.ClusterUUID)
 		if err != nil {
 			return nil, fmt.Errorf("certs: load %s %s: %w", it.column, it.ref, err)
 		}
@@ -183,12 +208,17 @@ func (m *Manager) LoadCluster(ctx context.Context, refs Refs, issuer string) (*C
 }
 
 // DeleteCluster deletes every non-empty ref, including the etcd and front-proxy CAs that Magnum's
-// delete_certificates_from_cluster leaks. Refs that are already gone count as deleted; other
-// failures are collected and returned together after trying all refs.
+// delete_certificates_from_cluster leaks — except on a MagnumDeleteScope backend, which keeps
+// them as Magnum does. Refs that are already gone count as deleted; other failures are collected
+// and returned together after trying all refs.
 func (m *Manager) DeleteCluster(ctx context.Context, refs Refs) error {
 	var errs []error
 	done := map[string]bool{}
-	for _, ref := range []string{refs.CACertRef, refs.EtcdCACertRef, refs.FrontProxyCACertRef, refs.MagnumCertRef} {
+	doomed := []string{refs.CACertRef, refs.EtcdCACertRef, refs.FrontProxyCACertRef, refs.MagnumCertRef}
+	if _, ok := m.backend.(MagnumDeleteScope); ok {
+		doomed = []string{refs.CACertRef, refs.MagnumCertRef}
+	}
+	for _, ref := range doomed {
 		if ref == "" || done[ref] {
 			continue
 		}
@@ -208,39 +238,41 @@ var refNamespace = uuid.MustParse("5d0c6b0e-6a1b-4f43-9d3f-6d6167e1b71d")
 // ClusterRefs are the refs a cluster's key pairs are stored under.
 func ClusterRefs(clusterUUID string) Refs {
 	ref := func(kind string) string { return uuid.NewSHA1(refNamespace, []byte(clusterUUID+"/"+kind)).String() }
-	return Refs{CACertRef: ref("ca"), EtcdCACertRef: ref("etcd-ca"), FrontProxyCACertRef: ref("front-proxy-ca"), MagnumCertRef: ref("magnum-client")}
+	return Refs{CACertRef: ref("ca"), EtcdCACertRef: ref("etcd-ca"), FrontProxyCACertRef: ref("front-proxy-ca"),
+		MagnumCertRef: ref("magnum-client"), ClusterUUID: clusterUUID}
 }
 
-// ClusterSetStore is a Backend that stores a new cluster's four key pairs as one set, under refs
-// the caller chose (ClusterRefs), together with the cluster row's refs to them: one transaction
-// in the x509keypair table, so that no attempt leaves a partial set, or a set no cluster refers
-// to.
+// ClusterSetStore is a Backend that stores a new cluster's four key pairs as one set together
+// with the cluster row's refs to them, so that no attempt leaves a partial set, or a set no
+// cluster refers to. The x509keypair table does it in one transaction under refs derived from the
+// cluster (ClusterRefs); Barbican, which names what it stores itself, sets the row's refs once
+// every container is written and removes what it wrote when that fails.
 type ClusterSetStore interface {
 	// StoreClusterSet stores pki's four stored key pairs (KubernetesCA, EtcdCA, FrontProxyCA,
-	// MagnumClient, in that order) under refs' four refs and sets the cluster's ref columns to
-	// refs, all or nothing. When every ref already holds a key pair (an earlier attempt's set),
-	// those are kept and referred to instead, and stored is false; a partial set is replaced. A
-	// cluster without a row is an error, and nothing is stored.
-	StoreClusterSet(ctx context.Context, clusterUUID string, refs Refs, pki *ClusterPKI, owner Owner) (stored bool, err error)
+	// MagnumClient, in that order) and sets the cluster's ref columns to them, all or nothing,
+	// and returns the refs the row holds afterwards. When an earlier attempt's complete set is
+	// there already, it is kept and referred to instead, and stored is false; a partial set is
+	// replaced. A cluster without a row is an error, and nothing is left stored.
+	StoreClusterSet(ctx context.Context, clusterUUID string, pki *ClusterPKI, owner Owner) (refs Refs, stored bool, err error)
 }
 
-// StoreNewCluster stores a new cluster's key material: pki's key pairs go under
-// ClusterRefs(clusterUUID) and the cluster row refers to them, in one transaction. When an
-// earlier attempt (a retry, a redelivery, another replica) stored the cluster's set already, that
-// set is kept and returned, loaded, instead of pki: a cluster gets one CA set, ever. pki itself is
-// returned as it is: what was just stored is not read back.
+// StoreNewCluster stores a new cluster's key material: pki's key pairs are stored and the cluster
+// row refers to them (ClusterSetStore). When an earlier attempt (a retry, a redelivery, another
+// replica) stored the cluster's set already, that set is kept and returned, loaded, instead of
+// pki: a cluster gets one CA set, ever. pki itself is returned as it is: what was just stored is
+// not read back.
 func (m *Manager) StoreNewCluster(ctx context.Context, clusterUUID string, pki *ClusterPKI, owner Owner) (*ClusterPKI, error) {
 	cs, ok := m.backend.(ClusterSetStore)
 	if !ok {
 		return nil, errors.New("certs: the backend cannot store a cluster's key pairs as one set")
 	}
-	refs := ClusterRefs(clusterUUID)
-	stored, err := cs.StoreClusterSet(ctx, clusterUUID, refs, pki, owner)
+	refs, stored, err := cs.StoreClusterSet(ctx, clusterUUID, pki, owner)
 	if err != nil {
 		return nil, fmt.Errorf("certs: store the key pairs of cluster %s: %w", clusterUUID, err)
 	}
 	if stored {
 		return pki, nil
 	}
+	refs.ClusterUUID = clusterUUID
 	return m.LoadCluster(ctx, refs, pki.Issuer)
 }

@@ -407,7 +407,7 @@ func (c *Conductor) ensureCertificateSecrets(ctx context.Context, cl *magnum.Clu
 
 func refsOf(cl *magnum.Cluster) certs.Refs {
 	return certs.Refs{CACertRef: cl.CACertRef.Or(""), EtcdCACertRef: cl.EtcdCACertRef.Or(""),
-		FrontProxyCACertRef: cl.FrontProxyCACertRef.Or(""), MagnumCertRef: cl.MagnumCertRef.Or("")}
+		FrontProxyCACertRef: cl.FrontProxyCACertRef.Or(""), MagnumCertRef: cl.MagnumCertRef.Or(""), ClusterUUID: cl.UUID.Or("")}
 }
 
 func (c *Conductor) namespace(projectID string) string {

@@ -624,17 +624,18 @@ func (m *memKeyPairs) Store(_ context.Context, _ string, kp certs.KeyPair, _ cer
 
 // StoreClusterSet is one transaction: "certs.StoreClusterSet" failing writes nothing, and
 // "certs.StoreClusterSet.commit" failing is a commit whose acknowledgement was lost (all written).
-func (m *memKeyPairs) StoreClusterSet(_ context.Context, cluster string, refs certs.Refs, pki *certs.ClusterPKI, _ certs.Owner) (bool, error) {
+func (m *memKeyPairs) StoreClusterSet(_ context.Context, cluster string, pki *certs.ClusterPKI, _ certs.Owner) (certs.Refs, bool, error) {
 	if err := m.f.check("certs.StoreClusterSet"); err != nil {
-		return false, err
+		return certs.Refs{}, false, err
 	}
+	refs := certs.ClusterRefs(cluster)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.store.mu.Lock()
 	defer m.store.mu.Unlock()
 	cl, ok := m.store.clusters[cluster]
 	if !ok {
-		return false, errors.Join(ErrNotFound, magnum.ClusterNotFound(cluster))
+		return certs.Refs{}, false, errors.Join(ErrNotFound, magnum.ClusterNotFound(cluster))
 	}
 	set := map[string]certs.KeyPair{refs.CACertRef: pki.KubernetesCA.Stored, refs.EtcdCACertRef: pki.EtcdCA.Stored,
 		refs.FrontProxyCACertRef: pki.FrontProxyCA.Stored, refs.MagnumCertRef: pki.MagnumClient.Stored}
@@ -655,7 +656,7 @@ func (m *memKeyPairs) StoreClusterSet(_ context.Context, cluster string, refs ce
 	cl.MagnumCertRef.Set(refs.MagnumCertRef)
 	cl.UpdatedAt.Set(m.store.now())
 	m.store.clusters[cluster] = cl
-	return stored, m.f.check("certs.StoreClusterSet.commit")
+	return refs, stored, m.f.check("certs.StoreClusterSet.commit")
 }
 
 func (m *memKeyPairs) Load(_ context.Context, ref string) (certs.KeyPair, error) {

@@ -88,6 +88,11 @@ type Client struct {
 // Identity returns who the client acts as.
 func (c *Client) Identity() Identity { return c.who }
 
+// ProviderClient is the authenticated provider behind the client: its token and catalog reach the
+// other services as the same identity (Barbican as Magnum's service user), and a password client's
+// provider re-authenticates when the token expires.
+func (c *Client) ProviderClient() *gophercloud.ProviderClient { return c.identity.ProviderClient }
+
 // String names the identity; the token stays out of every printed form.
 func (c *Client) String() string { return "keystone.Client{" + c.who.String() + "}" }
 
