@@ -42,6 +42,9 @@ type Guard struct {
 	// with StatusIn where a status transition is what matters.
 	CheckUpdatedAt bool
 	UpdatedAt      *time.Time
+	// Unset: these columns must still be NULL or empty, e.g. a cluster's certificate refs that
+	// only the first of concurrent attempts may set.
+	Unset []string
 }
 
 // IfStatus is a Guard on the current status.
@@ -72,6 +75,11 @@ func (g Guard) check(t *table, uuid string, row scanned) error {
 				got = updated.Format(time.DateTime)
 			}
 			return fail(fmt.Sprintf("updated_at is %s, expected %s", got, want.UTC().Format(time.DateTime)))
+		}
+	}
+	for _, col := range g.Unset {
+		if v := row.strOr(col, ""); v != "" {
+			return fail(fmt.Sprintf("%s is set already", col))
 		}
 	}
 	return nil
@@ -276,7 +284,7 @@ func (s *Store) guardedUpdate(ctx context.Context, t *table, uuid, where string,
 			return nil, fmt.Errorf("table %s: %s cannot be updated", t.name, forbidden)
 		}
 	}
-	if len(set) == 0 && !g.CheckUpdatedAt && len(g.StatusIn) == 0 {
+	if len(set) == 0 && !g.CheckUpdatedAt && len(g.StatusIn) == 0 && len(g.Unset) == 0 {
 		return nil, fmt.Errorf("table %s: nothing to update", t.name)
 	}
 	cols, err := s.encodeValues(t, set, false)
