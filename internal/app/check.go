@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -26,7 +27,8 @@ func (e *CheckError) Unwrap() error { return e.Err }
 // Check connects to every dependency the way the bridge will use it and stops at the first that
 // fails: RabbitMQ (its virtual host), the database (Magnum's tables), the management cluster (the
 // bridge's identity, the Cluster API resources it writes, the admission policies confining it) and
-// Keystone (Magnum's service user). Each check that passed is reported to out, one line each. It is
+// Keystone (Magnum's service user) and, with cert_manager_type = barbican, Barbican (its catalog
+// entry, and a secret the service user creates, reads and deletes). Each check that passed is reported to out, one line each. It is
 // what --check-config runs. No message carries a password or token: every error below comes from code
 // that redacts them (rpc, db, keystone) or never sees them (client-go).
 func Check(ctx context.Context, o *Options, out io.Writer) error {
@@ -90,7 +92,7 @@ func Check(ctx context.Context, o *Options, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
-	return step("Keystone", func(ctx context.Context) (string, error) {
+	if err := step("Keystone", func(ctx context.Context) (string, error) {
 		s := o.Bridge.ServiceUser
 		if s == nil {
 			return "not checked: no service user configured ([keystone_auth] or [keystone_authtoken])", nil
@@ -103,6 +105,18 @@ func Check(ctx context.Context, o *Options, out io.Writer) error {
 			name = s.UserID
 		}
 		return fmt.Sprintf("service user %q authenticated at %s", name, s.AuthURL), nil
+	}); err != nil {
+		return err
+	}
+	return step("Barbican", func(ctx context.Context) (string, error) {
+		if o.Barbican == nil {
+			return "not used ([certificates] cert_manager_type = " + o.CertManagerType + ")", nil
+		}
+		endpoint, err := newBarbican(o.Barbican).Probe(ctx)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s at %s: the service user created, read and deleted a secret", barbican.CatalogType, endpoint), nil
 	})
 }
 

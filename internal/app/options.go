@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
@@ -58,11 +59,23 @@ type Options struct {
 	// Warnings name what the configuration sets that this release ignores or reads under a former
 	// name; logged at start and printed by --check-config.
 	Warnings []string
-	// CertManagerType is [certificates] cert_manager_type; the bridge implements x509keypair.
+	// CertManagerType is [certificates] cert_manager_type: x509keypair or barbican.
 	CertManagerType string
-	Bridge          BridgeOptions
+	// Barbican configures the barbican certificate backend; nil with x509keypair.
+	Barbican *BarbicanOptions
+	Bridge   BridgeOptions
 	// Notifications is [oslo_messaging_notifications]; nil when no driver is set (or noop).
 	Notifications *NotificationOptions
+}
+
+// BarbicanOptions are what the barbican certificate backend needs: Magnum's service user, as
+// Magnum's conductor acts with it ([keystone_auth]), [barbican_client] and the dialect of the
+// Magnum release in use ([bridge] magnum_release).
+type BarbicanOptions struct {
+	Service   keystone.PasswordAuth
+	Region    string
+	Interface string
+	Dialect   barbican.Dialect
 }
 
 // NotificationOptions are the [oslo_messaging_notifications] settings the bridge honours.
@@ -214,9 +227,9 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	if o.CertManagerType, err = f.OneOf("certificates", "cert_manager_type", "barbican", "barbican", "x509keypair", "local"); err != nil {
 		return nil, err
 	}
-	if o.CertManagerType != "x509keypair" {
+	if o.CertManagerType == "local" {
 		return nil, &config.Error{Section: "certificates", Key: "cert_manager_type",
-			Reason: fmt.Sprintf("%q is not supported by magnum-capi-bridge yet; use x509keypair", o.CertManagerType)}
+			Reason: `"local" (files on one conductor host, for development) is not supported by magnum-capi-bridge; use barbican or x509keypair`}
 	}
 	b := &o.Bridge
 	b.Kubeconfig = f.String(bridgeSection, "kubeconfig", "")
@@ -260,6 +273,11 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		return nil, err
 	}
 	b.MagnumRelease = f.String(bridgeSection, "magnum_release", "")
+	if o.CertManagerType == "barbican" {
+		if o.Barbican, err = barbicanOptionsFrom(f, b.MagnumRelease); err != nil {
+			return nil, err
+		}
+	}
 	if b.NamespaceQuota, err = capi.ParseNamespaceQuota(f.String(bridgeSection, "namespace_quota", capi.DefaultNamespaceQuota)); err != nil {
 		return nil, &config.Error{Section: bridgeSection, Key: "namespace_quota", Reason: err.Error()}
 	}
@@ -335,6 +353,24 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 	o.Warnings = f.Warnings()
 	for _, k := range f.Unread(bridgeSection) {
 		o.Warnings = append(o.Warnings, fmt.Sprintf("[%s] %s is not an option of this release: ignored", bridgeSection, k))
+	}
+	return o, nil
+}
+
+// barbicanOptionsFrom reads what Magnum's barbican cert manager reads: the service user, and
+// Barbican's catalog entry from [barbican_client].
+func barbicanOptionsFrom(f *config.File, release string) (*BarbicanOptions, error) {
+	service, err := keystone.ServiceAuthFromConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	o := &BarbicanOptions{Service: service, Region: f.String("barbican_client", "region_name", ""),
+		Interface: f.String("barbican_client", "endpoint_type", "publicURL")}
+	if _, err := barbican.Availability(o.Interface); err != nil {
+		return nil, &config.Error{Section: "barbican_client", Key: "endpoint_type", Reason: err.Error()}
+	}
+	if o.Dialect, err = barbican.DialectFor(release); err != nil {
+		return nil, &config.Error{Section: bridgeSection, Key: "magnum_release", Reason: err.Error()}
 	}
 	return o, nil
 }

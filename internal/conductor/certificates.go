@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
@@ -74,9 +75,14 @@ func (c *Conductor) SignCertificate(ctx context.Context, req *rpc.Request) (any,
 	return magnum.Encode(cert, c.opts.Versions)
 }
 
-// certError maps certificate failures to the Magnum exceptions the API turns into 4xx.
+// certError maps certificate failures to the Magnum exceptions the API turns into 4xx, and a
+// failed key manager to a 500 that names it and the container (the operator finds the rest in the
+// log under the same words).
 func certError(err error) error {
+	var be *barbican.Error
 	switch {
+	case errors.As(err, &be):
+		return magnum.NewMagnumException("The key manager (Barbican) failed: " + be.Brief())
 	case errors.Is(err, certs.ErrInvalidCSR):
 		return invalidCSR(err.Error())
 	case errors.Is(err, certs.ErrCertificateValidation):

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/compute"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
@@ -117,11 +118,14 @@ func tenantMessage(err error) (string, bool) {
 
 // serviceFailure names the service behind a transient or unexpected error.
 func serviceFailure(err error) string {
+	var be *barbican.Error
 	var ke *keystone.Error
 	var ce *compute.Error
 	var st apierrors.APIStatus
 	var ue *url.Error
 	switch {
+	case errors.As(err, &be):
+		return "the key manager (Barbican) failed: " + be.Brief()
 	case errors.As(err, &ke):
 		return "the identity service (Keystone) failed"
 	case errors.As(err, &ce):
