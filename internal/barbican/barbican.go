@@ -178,7 +178,12 @@ func (b *Backend) keyManager(ctx context.Context) (*gophercloud.ServiceClient, e
 		}
 		return nil, e
 	}
+	// gophercloud asks the endpoint for its versions here: an unreachable Barbican fails now.
 	client, err := openstack.NewKeyManagerV1(kc.ProviderClient(), gophercloud.EndpointOpts{Region: b.opts.Region, Availability: availability})
+	var notInCatalog *gophercloud.ErrEndpointNotFound
+	if err != nil && !errors.As(err, &notInCatalog) {
+		return nil, newError("reach the key-manager endpoint", "", err)
+	}
 	if err != nil {
 		region := b.opts.Region
 		if region == "" {
@@ -228,7 +233,7 @@ func idOf(kind, href string) (string, error) {
 func (b *Backend) Store(ctx context.Context, name string, kp certs.KeyPair, _ certs.Owner) (string, error) {
 	kc, err := b.keyManager(ctx)
 	if err != nil {
-		return "", err
+		return "", during(err, fmt.Sprintf("store certificate container %q", name), "")
 	}
 	var created []string
 	var refs []containers.SecretRef
@@ -283,7 +288,7 @@ func (b *Backend) LoadForCluster(ctx context.Context, ref, clusterUUID string) (
 	}
 	kc, err := b.keyManager(ctx)
 	if err != nil {
-		return certs.KeyPair{}, err
+		return certs.KeyPair{}, during(err, "read certificate container", ref)
 	}
 	var c *containers.Container
 	if b.opts.Dialect.RegisterConsumers && clusterUUID != "" {
@@ -349,7 +354,7 @@ func (b *Backend) Delete(ctx context.Context, ref string) error {
 	}
 	kc, err := b.keyManager(ctx)
 	if err != nil {
-		return err
+		return during(err, "delete certificate container", ref)
 	}
 	c, err := containers.Get(ctx, kc, id).Extract()
 	if err != nil {

@@ -63,6 +63,15 @@ func (e *Error) Brief() string {
 	return b.String()
 }
 
+// during names the operation and ref a failure to reach Barbican at all interrupted.
+func during(err error, op, ref string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	return &Error{Op: op, Ref: ref, Status: e.Status, Message: e.Op + ": " + e.Message, Reason: e.Reason, Err: err}
+}
+
 // IsError reports whether err is (or wraps) a Barbican failure.
 func IsError(err error) bool {
 	var be *Error
