@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,6 +30,9 @@ const barbicanHint = "deploy/local/openstack/barbican.sh (part of `make up`) run
 // tier, and a Keystone and a Barbican that answer. Unlike the tier's other services these are part
 // of the OpenStack half of the local stack, not of deploy/local/services.sh, so the test is skipped,
 // saying which is missing, when they do not answer.
+//
+// The tests share one project (the service user's) and some compare what it holds before and after:
+// the test holds a lock, across test binaries, until it ends. Call it once per test.
 func RequireBarbican(t testing.TB) Barbican {
 	t.Helper()
 	Require(t, Integration)
@@ -43,6 +49,14 @@ func RequireBarbican(t testing.TB) Barbican {
 			t.Skipf("integration tier: %s does not answer at %s (%v); %s", s.name, s.url, err, barbicanHint)
 		}
 	}
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "mcb-barbican-tests.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatalf("Barbican test lock: %v", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("Barbican test lock: %v", err)
+	}
+	t.Cleanup(func() { lock.Close() }) // closing releases the lock
 	return b
 }
 

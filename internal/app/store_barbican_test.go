@@ -1,0 +1,157 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/keymanager/v1/containers"
+	"github.com/gophercloud/gophercloud/v2/openstack/keymanager/v1/secrets"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db/dbtest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
+)
+
+// barbicanObjects lists the hrefs of every secret and container in the service user's project.
+func barbicanObjects(t *testing.T, auth keystone.PasswordAuth) []string {
+	t.Helper()
+	ctx := context.Background()
+	kc, err := keystone.NewPasswordClient(ctx, auth)
+	require.NoError(t, err)
+	km, err := openstack.NewKeyManagerV1(kc.ProviderClient(), gophercloud.EndpointOpts{})
+	require.NoError(t, err)
+	var out []string
+	pages, err := secrets.List(km, secrets.ListOpts{Limit: 100}).AllPages(ctx)
+	require.NoError(t, err)
+	ss, err := secrets.ExtractSecrets(pages)
+	require.NoError(t, err)
+	for _, s := range ss {
+		out = append(out, s.SecretRef)
+	}
+	pages, err = containers.List(km, containers.ListOpts{Limit: 100}).AllPages(ctx)
+	require.NoError(t, err)
+	cs, err := containers.ExtractContainers(pages)
+	require.NoError(t, err)
+	for _, c := range cs {
+		out = append(out, c.ContainerRef)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// With cert_manager_type = barbican a new cluster's set goes to the real Barbican and its row refers
+// to the containers; a retry keeps the set; a set Barbican refuses half-way leaves nothing behind
+// and the row unset; a missing cluster gets nothing written; a delete removes what Magnum removes.
+func TestBarbicanStoreClusterSet(t *testing.T) {
+	target := testutil.RequireBarbican(t)
+	ctx := context.Background()
+	s, err := db.Open(ctx, dbtest.NewMySQL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	st := store{s}
+	auth := keystone.PasswordAuth{AuthURL: target.KeystoneURL, Username: target.Username, UserDomainID: "default",
+		Password: keystone.NewSecret(target.Password), ProjectName: target.ProjectName, ProjectDomainID: "default"}
+	o := &Options{Barbican: &BarbicanOptions{Service: auth, Region: target.Region, Dialect: barbican.DialectBarbicanClient}}
+	m := certs.NewManager(certBackend(o, st))
+	owner := certs.Owner{ProjectID: "p-1", UserID: "u-1"}
+	newCluster := func(name string) string {
+		cl := &magnum.Cluster{}
+		cl.UUID.Set(uuid.NewString())
+		cl.Name.Set(name)
+		cl.ProjectID.Set(owner.ProjectID)
+		cl.UserID.Set(owner.UserID)
+		cl.Status.Set(magnum.StatusCreateInProgress)
+		_, err := st.CreateCluster(ctx, cl, nil)
+		require.NoError(t, err)
+		return cl.UUID.Or("")
+	}
+	rowRefs := func(id string) certs.Refs {
+		row, err := s.GetCluster(ctx, id)
+		require.NoError(t, err)
+		return refsOfRow(row)
+	}
+	generate := func(issuer string) *certs.ClusterPKI {
+		pki, err := certs.GenerateClusterWithOptions(issuer, certs.GenerateOptions{RSAKeySize: 2048})
+		require.NoError(t, err)
+		return pki
+	}
+	before := barbicanObjects(t, auth)
+
+	_, err = m.StoreNewCluster(ctx, uuid.NewString(), generate("gone"), owner)
+	require.ErrorIs(t, err, conductor.ErrNotFound)
+	assert.Equal(t, before, barbicanObjects(t, auth), "nothing written for a cluster without a row")
+
+	broken := newCluster("k8s-broken")
+	pki := generate("k8s-broken")
+	pki.FrontProxyCA.Stored.Certificate = "" // Barbican refuses an empty payload: the third container fails
+	_, err = m.StoreNewCluster(ctx, broken, pki, owner)
+	require.Error(t, err)
+	assert.True(t, barbican.IsError(err), "%v", err)
+	assert.Contains(t, err.Error(), "Barbican: store secret \"Certificate\" of container \"k8s-broken\": 400 Bad Request")
+	assert.Equal(t, before, barbicanObjects(t, auth), "the two containers written before are removed")
+	assert.Equal(t, certs.Refs{ClusterUUID: broken}, rowRefs(broken), "the row refers to nothing")
+
+	id := newCluster("k8s-demo")
+	first := generate("k8s-demo")
+	got, err := m.StoreNewCluster(ctx, id, first, owner)
+	require.NoError(t, err)
+	assert.Same(t, first, got)
+	refs := rowRefs(id)
+	for _, ref := range []string{refs.CACertRef, refs.EtcdCACertRef, refs.FrontProxyCACertRef, refs.MagnumCertRef} {
+		assert.True(t, strings.HasPrefix(ref, target.URL+"/v1/containers/"), "a container href: %s", ref)
+	}
+	assert.Len(t, barbicanObjects(t, auth), len(before)+4+4*3, "four containers of a certificate, a key and a passphrase each")
+
+	again, err := m.StoreNewCluster(ctx, id, generate("k8s-demo"), owner)
+	require.NoError(t, err)
+	assert.Equal(t, first.KubernetesCA.Certificate.Raw, again.KubernetesCA.Certificate.Raw, "a retry keeps the first set")
+	assert.Equal(t, first.MagnumClient.Stored, again.MagnumClient.Stored)
+	assert.Equal(t, refs, rowRefs(id))
+	assert.Len(t, barbicanObjects(t, auth), len(before)+16, "and writes nothing")
+
+	// Two attempts at once (a redelivery next to a retry, two replicas): one set wins, the other
+	// attempt's containers go, and both return the winner.
+	raced := newCluster("k8s-raced")
+	results := make(chan *certs.ClusterPKI, 2)
+	for range 2 {
+		go func() {
+			got, err := m.StoreNewCluster(ctx, raced, generate("k8s-raced"), owner)
+			assert.NoError(t, err)
+			results <- got
+		}()
+	}
+	one, two := <-results, <-results
+	require.NotNil(t, one)
+	require.NotNil(t, two)
+	assert.Equal(t, one.KubernetesCA.Certificate.Raw, two.KubernetesCA.Certificate.Raw, "both attempts end with the same CA")
+	racedRefs := rowRefs(raced)
+	assert.Len(t, barbicanObjects(t, auth), len(before)+2*16, "the losing attempt's containers are gone")
+	require.NoError(t, m.DeleteCluster(ctx, racedRefs))
+	for _, ref := range []string{racedRefs.EtcdCACertRef, racedRefs.FrontProxyCACertRef} {
+		require.NoError(t, newBarbican(o.Barbican).Delete(ctx, ref))
+	}
+
+	require.NoError(t, m.DeleteCluster(ctx, refs))
+	left := barbicanObjects(t, auth)
+	assert.Len(t, left, len(before)+8, "the etcd and front-proxy CAs stay, as with Magnum")
+	assert.Contains(t, left, refs.EtcdCACertRef)
+	assert.Contains(t, left, refs.FrontProxyCACertRef)
+	assert.NotContains(t, left, refs.CACertRef)
+	assert.NotContains(t, left, refs.MagnumCertRef)
+	b := newBarbican(o.Barbican)
+	require.NoError(t, b.Delete(ctx, refs.EtcdCACertRef))
+	require.NoError(t, b.Delete(ctx, refs.FrontProxyCACertRef))
+	assert.Equal(t, before, barbicanObjects(t, auth))
+}
