@@ -3,12 +3,20 @@ package conductor
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 )
 
 // certificatesConsistent: the cluster row refers to exactly one set of four key pairs, under the
@@ -128,4 +136,25 @@ func TestCreateStoresItsCertificatesInOneCall(t *testing.T) {
 	require.Equal(t, []string{"certs.StoreClusterSet", "certs.StoreClusterSet.commit"}, step,
 		"one transaction (the .commit entry is the fake's acknowledgement check)")
 	h.certificatesConsistent(id)
+}
+
+// A failing Barbican is named, with the container, to the caller of ca show/sign and in a create's
+// reason, without Barbican's URL; a refusal fails the operation, an unreachable Barbican is retried.
+func TestBarbicanFailuresNameTheKeyManager(t *testing.T) {
+	href := "https://kms.internal.example:9311/v1/containers/1b4d0f8e-3a2c-4f6e-9d7a-5c8b2e1f0a93"
+	missing := fmt.Errorf("certs: load kubernetes CA (ref %s): %w", href,
+		&barbican.Error{Op: "read certificate container", Ref: href, Status: http.StatusNotFound, Reason: "Not Found"})
+	var me *magnum.Exception
+	require.ErrorAs(t, certError(missing), &me)
+	assert.Equal(t, "MagnumException", me.Class)
+	assert.Equal(t, "The key manager (Barbican) failed: read certificate container 1b4d0f8e-3a2c-4f6e-9d7a-5c8b2e1f0a93: Not Found", me.Message)
+
+	c := New(nil, nil, nil, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	down := &barbican.Error{Op: "store certificate container \"k8s\"", Message: `Get "https://kms.internal.example:9311/": connection refused`,
+		Reason: "no answer", Err: errors.New("connection refused")}
+	r := c.reasonFor("c", fmt.Errorf("certs: store the key pairs of cluster c: %w", down))
+	assert.Contains(t, r, `the key manager (Barbican) failed: store certificate container "k8s": no answer (error id `)
+	assert.NotContains(t, r, "kms.internal")
+	assert.False(t, permanent(down), "an unreachable Barbican may come back: retried")
+	assert.True(t, permanent(&barbican.Error{Op: "store secret", Status: http.StatusForbidden}), "a policy refusal is final")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 
@@ -54,6 +55,12 @@ func permanent(err error) bool {
 	}
 	var me *magnum.Exception
 	if errors.As(err, &me) {
+		return true
+	}
+	// Barbican refusing the service user or a request does not change with retries (an unreachable
+	// Barbican, a 5xx or a missing container may).
+	var be *barbican.Error
+	if errors.As(err, &be) && (be.Status == http.StatusBadRequest || be.Status == http.StatusUnauthorized || be.Status == http.StatusForbidden) {
 		return true
 	}
 	// 403 and 401 from the apiserver are not here: an apiserver that just started answers them until
