@@ -7,20 +7,34 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 )
 
 // certBackend is where the bridge keeps clusters' key pairs: [certificates] cert_manager_type.
-func certBackend(o *Options, st store) certs.Backend {
+// countError, if set, counts Barbican's failed requests (metrics).
+func certBackend(o *Options, st store, countError func()) (certs.Backend, error) {
 	if b := o.Barbican; b != nil {
-		return barbicanCerts{Backend: newBarbican(b), st: st.Store}
+		backend, err := newBarbican(b, countError)
+		if err != nil {
+			return nil, err
+		}
+		return barbicanCerts{Backend: backend, st: st.Store}, nil
 	}
-	return st.KeyPairs()
+	return st.KeyPairs(), nil
 }
 
-func newBarbican(o *BarbicanOptions) *barbican.Backend {
-	return barbican.New(barbican.Options{Service: o.Service, Region: o.Region, Interface: o.Interface, Dialect: o.Dialect})
+func newBarbican(o *BarbicanOptions, countError func()) (*barbican.Backend, error) {
+	// The service user's own TLS settings, as its Keystone client would apply them.
+	hc, err := keystone.HTTPClient(o.Service.CAFile, o.Service.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	if countError != nil {
+		hc.Transport = countingTransport{next: hc.Transport, count: countError}
+	}
+	return barbican.New(barbican.Options{Service: o.Service, Region: o.Region, Interface: o.Interface, Dialect: o.Dialect, HTTPClient: hc}), nil
 }
 
 // barbicanCerts is the barbican certificate backend: key pairs in Barbican, a cluster's set

@@ -112,7 +112,11 @@ func Check(ctx context.Context, o *Options, out io.Writer) error {
 		if o.Barbican == nil {
 			return "not used ([certificates] cert_manager_type = " + o.CertManagerType + ")", nil
 		}
-		endpoint, err := newBarbican(o.Barbican).Probe(ctx)
+		b, err := newBarbican(o.Barbican, nil)
+		if err != nil {
+			return "", err
+		}
+		endpoint, err := b.Probe(ctx)
 		if err != nil {
 			return "", err
 		}

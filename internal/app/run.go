@@ -159,11 +159,15 @@ func Run(ctx context.Context, o *Options, version string) error {
 		generate.Keys = certs.NewKeyPool(ctx, bits, o.Bridge.PregeneratedKeys)
 		metrics.WatchKeyPool(generate.Keys.Ready)
 	}
+	certStore, err := certBackend(o, st, func() { metrics.DependencyError(telemetry.Barbican) })
+	if err != nil {
+		return err
+	}
 	kicked := &kickMarks{}
 	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
 		kicked.mark(namespace + "/" + name)
 		mgr.Kick(namespace, name)
-	}}, certs.NewManager(certBackend(o, st)), conductor.Options{
+	}}, certs.NewManager(certStore), conductor.Options{
 		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, BridgeVersion: version, Sign: o.Sign, Generate: generate,
 		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch, Images: images,

@@ -64,7 +64,9 @@ func TestBarbicanStoreClusterSet(t *testing.T) {
 	auth := keystone.PasswordAuth{AuthURL: target.KeystoneURL, Username: target.Username, UserDomainID: "default",
 		Password: keystone.NewSecret(target.Password), ProjectName: target.ProjectName, ProjectDomainID: "default"}
 	o := &Options{Barbican: &BarbicanOptions{Service: auth, Region: target.Region, Dialect: barbican.DialectBarbicanClient}}
-	m := certs.NewManager(certBackend(o, st))
+	backend, err := certBackend(o, st, nil)
+	require.NoError(t, err)
+	m := certs.NewManager(backend)
 	owner := certs.Owner{ProjectID: "p-1", UserID: "u-1"}
 	newCluster := func(name string) string {
 		cl := &magnum.Cluster{}
@@ -140,7 +142,7 @@ func TestBarbicanStoreClusterSet(t *testing.T) {
 	assert.Len(t, barbicanObjects(t, auth), len(before)+2*16, "the losing attempt's containers are gone")
 	require.NoError(t, m.DeleteCluster(ctx, racedRefs))
 	for _, ref := range []string{racedRefs.EtcdCACertRef, racedRefs.FrontProxyCACertRef} {
-		require.NoError(t, newBarbican(o.Barbican).Delete(ctx, ref))
+		require.NoError(t, backend.(barbicanCerts).Delete(ctx, ref))
 	}
 
 	require.NoError(t, m.DeleteCluster(ctx, refs))
@@ -150,7 +152,8 @@ func TestBarbicanStoreClusterSet(t *testing.T) {
 	assert.Contains(t, left, refs.FrontProxyCACertRef)
 	assert.NotContains(t, left, refs.CACertRef)
 	assert.NotContains(t, left, refs.MagnumCertRef)
-	b := newBarbican(o.Barbican)
+	b, err := newBarbican(o.Barbican, nil)
+	require.NoError(t, err)
 	require.NoError(t, b.Delete(ctx, refs.EtcdCACertRef))
 	require.NoError(t, b.Delete(ctx, refs.FrontProxyCACertRef))
 	assert.Equal(t, before, barbicanObjects(t, auth))

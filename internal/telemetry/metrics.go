@@ -22,6 +22,7 @@ const (
 	APIServer = "apiserver"
 	Keystone  = "keystone"
 	RabbitMQ  = "rabbitmq"
+	Barbican  = "barbican"
 )
 
 // Metrics holds every collector of the bridge in its own registry (no global state, so tests can
@@ -129,7 +130,7 @@ func New() *Metrics {
 		return float64(m.keysReadyFn())
 	}))
 
-	for _, d := range []string{Database, APIServer, Keystone, RabbitMQ} {
+	for _, d := range []string{Database, APIServer, Keystone, RabbitMQ, Barbican} {
 		m.errors.WithLabelValues(d)
 	}
 	return m
