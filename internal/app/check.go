@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -21,7 +22,14 @@ type CheckError struct {
 	Err        error
 }
 
-func (e *CheckError) Error() string { return e.Dependency + ": " + e.Err.Error() }
+func (e *CheckError) Error() string {
+	msg := e.Err.Error()
+	// Errors that name their service already ("Barbican: …", "keystone: …") are not named twice.
+	if strings.HasPrefix(strings.ToLower(msg), strings.ToLower(e.Dependency)+": ") {
+		return msg
+	}
+	return e.Dependency + ": " + msg
+}
 func (e *CheckError) Unwrap() error { return e.Err }
 
 // Check connects to every dependency the way the bridge will use it and stops at the first that
