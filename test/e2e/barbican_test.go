@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
+)
+
+// TestBarbicanCertificates runs a cluster's life on the Barbican-backed Magnum: magnum-api 23 and its
+// bridge with cert_manager_type = barbican (stack.env MAGNUM_NEW_CERT_MANAGER). The cluster's refs
+// are Barbican container hrefs whose secrets hold the CA `coe ca show` returns; `coe cluster config`
+// gives a kubeconfig that lists the nodes; `coe ca sign` signs with that CA; a delete removes what
+// Magnum removes (the CA and the client certificate) and keeps the etcd and front-proxy CAs.
+func TestBarbicanCertificates(t *testing.T) {
+	requireNewest(t)
+	conf, err := config.Load(filepath.Join(newestRoot, "etc/magnum/magnum.conf"))
+	require.NoError(t, err)
+	if kind := conf.String("certificates", "cert_manager_type", "barbican"); kind != "barbican" {
+		t.Skipf("magnum 23 keeps its CAs in %s: `MAGNUM_NEW_CERT_MANAGER=barbican make up` puts them in Barbican", kind)
+	}
+	t.Parallel()
+	shareNewestBridge(t)
+	ctx := context.Background()
+	store, err := db.Open(ctx, conf.String("database", "connection", ""))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	service, err := keystone.ServiceAuthFromConfig(conf)
+	require.NoError(t, err)
+	vault := barbican.New(barbican.Options{Service: service, Region: conf.String("barbican_client", "region_name", ""),
+		Dialect: barbican.DialectOpenStackSDK})
+	endpoint, err := vault.Endpoint(ctx)
+	require.NoError(t, err)
+
+	const cloud = cloudNewest
+	id := createCluster(t, cloud, createTemplate(t, cloud), "bbq-"+testutil.RandomHex(3), "--node-count", "1")
+	waitStatus(t, cloud, id, 6*time.Minute, "CREATE_COMPLETE")
+
+	row, err := store.GetCluster(ctx, id)
+	require.NoError(t, err)
+	refs := map[string]*string{"ca_cert_ref": row.CACertRef, "etcd_ca_cert_ref": row.EtcdCACertRef,
+		"front_proxy_ca_cert_ref": row.FrontProxyCACertRef, "magnum_cert_ref": row.MagnumCertRef}
+	for column, ref := range refs {
+		require.NotNil(t, ref, column)
+		require.True(t, strings.HasPrefix(*ref, strings.TrimSuffix(endpoint, "/")+"/v1/containers/"), "%s = %s", column, *ref)
+	}
+	stored, err := vault.Load(ctx, *row.CACertRef)
+	require.NoError(t, err)
+	_, ca, err := certs.Decrypt(stored)
+	require.NoError(t, err, "the container holds the CA with its key and passphrase")
+	shown := mustOpenstack(t, cloud, "coe", "ca", "show", id)
+	assert.Equal(t, strings.TrimSpace(stored.Certificate), strings.TrimSpace(shown), "coe ca show returns the CA in Barbican")
+
+	host, forCLI := cliFor(cloud).tempDir(t)
+	mustOpenstack(t, cloud, "coe", "cluster", "config", id, "--dir", forCLI, "--force")
+	out, err := kubectl(t, filepath.Join(host, "config"), "get", "nodes", "-o", "name")
+	require.NoError(t, err, out)
+	assert.Len(t, strings.Fields(out), 2, out)
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "e2e-barbican"}}, key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(host, "client.csr"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), 0o644))
+	signed := mustOpenstack(t, cloud, "coe", "ca", "sign", id, filepath.Join(forCLI, "client.csr"))
+	start := strings.Index(signed, "-----BEGIN CERTIFICATE-----")
+	require.GreaterOrEqual(t, start, 0, signed)
+	block, _ := pem.Decode([]byte(signed[start:]))
+	require.NotNil(t, block, signed)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	require.NoError(t, err, "coe ca sign signs with the CA in Barbican")
+
+	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
+	waitGone(t, cloud, id, 4*time.Minute)
+	for _, column := range []string{"ca_cert_ref", "magnum_cert_ref"} {
+		_, err := vault.Load(ctx, *refs[column])
+		assert.ErrorIs(t, err, certs.ErrKeyPairNotFound, "%s deleted, as Magnum deletes it", column)
+	}
+	for _, column := range []string{"etcd_ca_cert_ref", "front_proxy_ca_cert_ref"} {
+		_, err := vault.Load(ctx, *refs[column])
+		assert.NoError(t, err, "%s kept, as Magnum keeps it", column)
+		require.NoError(t, vault.Delete(ctx, *refs[column]))
+	}
+}
