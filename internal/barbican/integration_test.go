@@ -373,35 +373,40 @@ func TestMagnumStoredCAIsReadByTheBridge(t *testing.T) {
 }
 
 // A CA the bridge stored is read by Magnum's conductor code: get_ca_certificate returns it and
-// sign_certificate signs a CSR with its key and passphrase.
+// sign_certificate signs a CSR with its key and passphrase. Each release reads both shapes, so a
+// cloud that upgrades Magnum keeps its CAs.
 func TestBridgeStoredCAIsReadByMagnum(t *testing.T) {
 	for _, m := range magnumReleases {
-		t.Run(m.release, func(t *testing.T) {
-			b, kc, target := newBackend(t, m.dialect)
-			ctx := context.Background()
-			pki := generate(t, "k8s-from-bridge")
-			ref, err := b.Store(ctx, pki.Issuer, pki.KubernetesCA.Stored, certs.Owner{})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = b.Delete(ctx, ref) })
+		for shape, d := range map[string]Dialect{"barbicanclient": DialectBarbicanClient, "openstacksdk": DialectOpenStackSDK} {
+			t.Run(m.release+"/"+shape, func(t *testing.T) { magnumReadsBridgeCA(t, m, d) })
+		}
+	}
+}
 
-			cluster := uuid.NewString()
-			csr := newCSR(t, "kubernetes-admin", "system:masters")
-			out := m.run(t, target, csr, "sign", cluster, pki.Issuer, ref)
-			ca := parseCert(t, out["ca"].(string))
-			assert.True(t, ca.Equal(pki.KubernetesCA.Certificate), "get_ca_certificate returns the bridge's CA")
-			signed := parseCert(t, out["certificate"].(string))
-			pool := x509.NewCertPool()
-			pool.AddCert(pki.KubernetesCA.Certificate)
-			_, err = signed.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
-			require.NoError(t, err, "Magnum signed with the bridge's CA key, decrypted with the stored passphrase")
-			assert.Equal(t, "kubernetes-admin", signed.Subject.CommonName)
+func magnumReadsBridgeCA(t *testing.T, m magnumPython, d Dialect) {
+	b, kc, target := newBackend(t, d)
+	ctx := context.Background()
+	pki := generate(t, "k8s-from-bridge")
+	ref, err := b.Store(ctx, pki.Issuer, pki.KubernetesCA.Stored, certs.Owner{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Delete(ctx, ref) })
 
-			c, _ := container(t, kc, ref)
-			if m.dialect.RegisterConsumers {
-				assert.Contains(t, c.Consumers, containers.ConsumerRef{Name: "Magnum", URL: cluster}, "Magnum %s registers itself on read", m.release)
-			} else {
-				assert.Empty(t, c.Consumers)
-			}
-		})
+	cluster := uuid.NewString()
+	csr := newCSR(t, "kubernetes-admin", "system:masters")
+	out := m.run(t, target, csr, "sign", cluster, pki.Issuer, ref)
+	ca := parseCert(t, out["ca"].(string))
+	assert.True(t, ca.Equal(pki.KubernetesCA.Certificate), "get_ca_certificate returns the bridge's CA")
+	signed := parseCert(t, out["certificate"].(string))
+	pool := x509.NewCertPool()
+	pool.AddCert(pki.KubernetesCA.Certificate)
+	_, err = signed.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	require.NoError(t, err, "Magnum signed with the bridge's CA key, decrypted with the stored passphrase")
+	assert.Equal(t, "kubernetes-admin", signed.Subject.CommonName)
+
+	c, _ := container(t, kc, ref)
+	if m.dialect.RegisterConsumers {
+		assert.Contains(t, c.Consumers, containers.ConsumerRef{Name: "Magnum", URL: cluster}, "Magnum %s registers itself on read", m.release)
+	} else {
+		assert.Empty(t, c.Consumers)
 	}
 }
