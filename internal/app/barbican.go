@@ -63,9 +63,10 @@ func complete(r certs.Refs) bool {
 // cannot go in with the row's refs in one transaction. Instead: a row that refers to a complete set
 // already keeps it; otherwise the four containers are written, then the row's refs are set only if
 // they are still unset; and every failure on the way removes the containers written, so no attempt
-// leaves a partial set or one no cluster refers to. An attempt killed between the first secret and
-// the row update leaves its containers unreferred in the service project, as Magnum's conductor
-// would.
+// leaves a partial set or one no cluster refers to. When Barbican went away half-way and the
+// removal fails too, the next store (the create's retry, or any other) removes them first. Only an
+// attempt killed between its first secret and the row update leaves containers unreferred in the
+// service project, as Magnum's conductor would.
 func (b barbicanCerts) StoreClusterSet(ctx context.Context, clusterUUID string, pki *certs.ClusterPKI, owner certs.Owner) (certs.Refs, bool, error) {
 	row, err := b.st.GetCluster(ctx, clusterUUID)
 	if err != nil {
@@ -85,7 +86,8 @@ func (b barbicanCerts) StoreClusterSet(ctx context.Context, clusterUUID string, 
 	removeWritten := func(cause error) error {
 		for _, ref := range written {
 			if derr := b.Delete(ctx, ref); derr != nil && !errors.Is(derr, certs.ErrKeyPairNotFound) {
-				cause = errors.Join(cause, fmt.Errorf("roll back %s: %w", ref, derr))
+				b.DeleteLater(ref)
+				cause = errors.Join(cause, fmt.Errorf("roll back %s (retried by the next store): %w", ref, derr))
 			}
 		}
 		return cause

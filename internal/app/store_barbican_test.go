@@ -2,9 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/gophercloud/gophercloud/v2"
@@ -156,5 +161,101 @@ func TestBarbicanStoreClusterSet(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Delete(ctx, refs.EtcdCACertRef))
 	require.NoError(t, b.Delete(ctx, refs.FrontProxyCACertRef))
+	assert.Equal(t, before, barbicanObjects(t, auth))
+}
+
+// flakyNetwork is the network between the bridge and Barbican: it goes down (connections refused,
+// as when barbican-api stops) at the request that would write the downAt-th container, and stays
+// down until up is called. Keystone stays reachable.
+type flakyNetwork struct {
+	barbicanHost string
+	downAt       atomic.Int32
+	down         atomic.Bool
+}
+
+func (f *flakyNetwork) client() *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == f.barbicanHost && f.down.Load() {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connect: connection refused")}
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+		DisableKeepAlives: true,
+	}}
+}
+
+// wrap makes c count container writes, so that the network goes down at the downAt-th.
+func (f *flakyNetwork) wrap(c *http.Client) *http.Client {
+	next := c.Transport
+	c.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/containers") && f.downAt.Add(-1) == 0 {
+			f.down.Store(true)
+		}
+		return next.RoundTrip(r)
+	})
+	return c
+}
+
+func (f *flakyNetwork) up() { f.down.Store(false) }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Barbican going away in the middle of a new cluster's set: the create fails naming Barbican, the
+// row refers to nothing, and what was written and could not be removed then is removed by the retry
+// once Barbican is back, which stores the set.
+func TestBarbicanGoneHalfWayThroughASet(t *testing.T) {
+	target := testutil.RequireBarbican(t)
+	ctx := context.Background()
+	s, err := db.Open(ctx, dbtest.NewMySQL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	st := store{s}
+	auth := keystone.PasswordAuth{AuthURL: target.KeystoneURL, Username: target.Username, UserDomainID: "default",
+		Password: keystone.NewSecret(target.Password), ProjectName: target.ProjectName, ProjectDomainID: "default"}
+	network := &flakyNetwork{barbicanHost: strings.TrimPrefix(target.URL, "http://")}
+	vault := barbican.New(barbican.Options{Service: auth, Region: target.Region, Dialect: barbican.DialectOpenStackSDK,
+		HTTPClient: network.wrap(network.client())})
+	m := certs.NewManager(barbicanCerts{Backend: vault, st: s})
+	before := barbicanObjects(t, auth)
+
+	cl := &magnum.Cluster{}
+	cl.UUID.Set(uuid.NewString())
+	cl.Name.Set("k8s-flaky")
+	cl.Status.Set(magnum.StatusCreateInProgress)
+	_, err = st.CreateCluster(ctx, cl, nil)
+	require.NoError(t, err)
+	id := cl.UUID.Or("")
+	pki, err := certs.GenerateClusterWithOptions("k8s-flaky", certs.GenerateOptions{RSAKeySize: 2048})
+	require.NoError(t, err)
+
+	network.downAt.Store(3)
+	_, err = m.StoreNewCluster(ctx, id, pki, certs.Owner{})
+	require.Error(t, err)
+	assert.True(t, barbican.IsError(err), "%v", err)
+	assert.Contains(t, err.Error(), `Barbican: store certificate container "k8s-flaky"`)
+	assert.Contains(t, err.Error(), "connection refused")
+	row, err := s.GetCluster(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, certs.Refs{ClusterUUID: id}, refsOfRow(row), "the row refers to nothing")
+	assert.Len(t, vault.Leftovers(), 2+3, "two containers and the third's three secrets wait for Barbican")
+	assert.Len(t, barbicanObjects(t, auth), len(before)+2*4+3)
+
+	network.up()
+	got, err := m.StoreNewCluster(ctx, id, pki, certs.Owner{})
+	require.NoError(t, err)
+	assert.Same(t, pki, got)
+	assert.Empty(t, vault.Leftovers())
+	assert.Len(t, barbicanObjects(t, auth), len(before)+16, "only the stored set is left")
+
+	row, err = s.GetCluster(ctx, id)
+	require.NoError(t, err)
+	refs := refsOfRow(row)
+	require.NoError(t, m.DeleteCluster(ctx, refs))
+	require.NoError(t, vault.Delete(ctx, refs.EtcdCACertRef))
+	require.NoError(t, vault.Delete(ctx, refs.FrontProxyCACertRef))
 	assert.Equal(t, before, barbicanObjects(t, auth))
 }

@@ -139,6 +139,11 @@ type Backend struct {
 
 	mu     sync.Mutex
 	client *gophercloud.ServiceClient
+
+	// leftovers are the hrefs of secrets and containers that a failed store wrote and could not
+	// delete again (Barbican went away half-way): the next store deletes them first.
+	leftoverMu sync.Mutex
+	leftovers  []string
 }
 
 var (
@@ -235,6 +240,7 @@ func (b *Backend) Store(ctx context.Context, name string, kp certs.KeyPair, _ ce
 	if err != nil {
 		return "", during(err, fmt.Sprintf("store certificate container %q", name), "")
 	}
+	b.deleteLeftovers(ctx, kc)
 	var created []string
 	var refs []containers.SecretRef
 	add := func(refName, secretName, payload string, pem bool) error {
@@ -266,12 +272,49 @@ func (b *Backend) Store(ctx context.Context, name string, kp certs.KeyPair, _ ce
 	if err != nil {
 		for _, ref := range created {
 			if derr := b.deleteSecret(ctx, kc, ref); derr != nil {
-				err = errors.Join(err, fmt.Errorf("roll back: %w", derr))
+				b.DeleteLater(ref)
+				err = errors.Join(err, fmt.Errorf("roll back (retried by the next store): %w", derr))
 			}
 		}
 		return "", err
 	}
 	return container.ContainerRef, nil
+}
+
+// DeleteLater records a secret or container href that a rollback could not delete: the next
+// Store deletes it before writing anything.
+func (b *Backend) DeleteLater(ref string) {
+	b.leftoverMu.Lock()
+	defer b.leftoverMu.Unlock()
+	b.leftovers = append(b.leftovers, ref)
+}
+
+// Leftovers are the hrefs still waiting for DeleteLater's deletion.
+func (b *Backend) Leftovers() []string {
+	b.leftoverMu.Lock()
+	defer b.leftoverMu.Unlock()
+	return append([]string(nil), b.leftovers...)
+}
+
+// deleteLeftovers deletes what earlier rollbacks left; what fails again stays for the next time.
+func (b *Backend) deleteLeftovers(ctx context.Context, kc *gophercloud.ServiceClient) {
+	b.leftoverMu.Lock()
+	refs := b.leftovers
+	b.leftovers = nil
+	b.leftoverMu.Unlock()
+	for _, ref := range refs {
+		var err error
+		if strings.Contains(ref, "/containers/") {
+			if err = b.Delete(ctx, ref); errors.Is(err, certs.ErrKeyPairNotFound) {
+				err = nil
+			}
+		} else {
+			err = b.deleteSecret(ctx, kc, ref)
+		}
+		if err != nil {
+			b.DeleteLater(ref)
+		}
+	}
 }
 
 // Load implements certs.Backend without registering a consumer (Magnum's check_only read).
