@@ -176,12 +176,9 @@ func (b *Backend) keyManager(ctx context.Context) (*gophercloud.ServiceClient, e
 	}
 	kc, err := keystone.NewPasswordClient(ctx, b.opts.Service, opts...)
 	if err != nil {
-		e := &Error{Op: "authenticate Magnum's service user", Message: err.Error(), Reason: "Keystone refused or did not answer", Err: err}
-		var ke *keystone.Error
-		if errors.As(err, &ke) {
-			e.Status = ke.StatusCode
-		}
-		return nil, e
+		// Keystone's status stays in the message: Status is Barbican's own (a 404 here must not
+		// read as a container that is gone).
+		return nil, &Error{Op: "authenticate Magnum's service user", Message: err.Error(), Reason: "Keystone refused or did not answer", Err: err}
 	}
 	// gophercloud asks the endpoint for its versions here: an unreachable Barbican fails now.
 	client, err := openstack.NewKeyManagerV1(kc.ProviderClient(), gophercloud.EndpointOpts{Region: b.opts.Region, Availability: availability})

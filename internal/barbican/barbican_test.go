@@ -112,3 +112,13 @@ func TestErrorMessages(t *testing.T) {
 		Actual: http.StatusBadRequest, Body: []byte(`{"description": "bad payload s3cr3t-passphrase"}`)}, "s3cr3t-passphrase")
 	assert.NotContains(t, echoed.Error(), "s3cr3t-passphrase")
 }
+
+// Not reaching Barbican at all is never "the container is gone", whatever status the way there
+// answered (a wrong endpoint's 404 must not let a delete believe it is done).
+func TestDuringKeepsTheStatusOut(t *testing.T) {
+	ref := "http://127.0.0.1:9311/v1/containers/1b4d0f8e-3a2c-4f6e-9d7a-5c8b2e1f0a93"
+	wrongEndpoint := newError("reach the key-manager endpoint", "", gophercloud.ErrUnexpectedResponseCode{Actual: http.StatusNotFound})
+	err := during(wrongEndpoint, "delete certificate container", ref)
+	assert.NotErrorIs(t, err, certs.ErrKeyPairNotFound)
+	assert.Equal(t, "Barbican: delete certificate container "+ref+": reach the key-manager endpoint: 404 Not Found", err.Error())
+}

@@ -3,6 +3,7 @@ package barbican
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -63,13 +64,22 @@ func (e *Error) Brief() string {
 	return b.String()
 }
 
-// during names the operation and ref a failure to reach Barbican at all interrupted.
+// during names the operation and ref a failure to reach Barbican at all interrupted. The status is
+// not carried over: the operation itself got no answer (a 404 from a misconfigured endpoint must not
+// read as a container that is gone).
 func during(err error, op, ref string) error {
 	var e *Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	return &Error{Op: op, Ref: ref, Status: e.Status, Message: e.Op + ": " + e.Message, Reason: e.Reason, Err: err}
+	msg := e.Op
+	if e.Status != 0 {
+		msg += fmt.Sprintf(": %d %s", e.Status, http.StatusText(e.Status))
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return &Error{Op: op, Ref: ref, Message: msg, Reason: e.Reason, Err: e.Err}
 }
 
 // IsError reports whether err is (or wraps) a Barbican failure.
