@@ -4,10 +4,11 @@
 # The order follows what each stage shares. The end-to-end package starts as soon as the stack is up
 # and runs E2E_PARALLEL tests at a time (they mostly wait on clusters); once its binary is built, the
 # unit and integration tiers, CAPO's simulator module and the scale smoke run next to it, then the
-# peer smoke (a tenant of its own, peer_demo). The fault matrix restarts services every other test
-# uses: its preparation (creates only) starts once the other packages have ended, its first fault
-# waits until the end-to-end package and the peer smoke have. The churn smoke restarts the stack's
-# bridges: it runs last, alone.
+# peer smoke (a tenant of its own, peer_demo); the upgrade test runs next to them all on the Magnum 23
+# instance. The fault matrix restarts services every other test uses: its preparation (creates only)
+# starts once the other packages have ended, its first fault waits until the end-to-end package, the
+# upgrade test and the peer smoke have. The churn smoke restarts the stack's bridges (the previous
+# release as one replica, a rolling upgrade half-way): it runs last, alone.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=lib.sh
@@ -104,6 +105,15 @@ if ((${#e2e[@]})); then
   stage "e2e (-parallel $E2E_PARALLEL)" gotest e2e "$LOG_DIR/e2e.log" -parallel "$E2E_PARALLEL" "${e2e[@]}" &
   e2e_pid=$!
 fi
+# The upgrade test (previous release → this tree's bridge, rendering differently) replaces the Magnum
+# 23 instance's bridge, held alone through a file lock the e2e package's tests of that instance share:
+# a process of its own next to the e2e package, started with it (its test binary is the same build).
+upgrade_rc=0
+if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
+  (export MCB_UPGRADE=1 && stage "upgrade test (previous release, Magnum 23)" gotest upgrade "$LOG_DIR/test-upgrade.log" \
+    -run '^TestBridgeUpgradeFromThePreviousRelease$' ./test/e2e) &
+  upgrade_pid=$!
+fi
 others_rc=0
 if [[ -n ${e2e_pid:-} ]]; then
   # The end-to-end package is the longest stage and spends its time waiting on clusters: its binary
@@ -145,6 +155,9 @@ fi
 if [[ -n ${peer_pid:-} ]]; then
   wait "$peer_pid" || peer_rc=$?
 fi
+if [[ -n ${upgrade_pid:-} ]]; then
+  wait "$upgrade_pid" || upgrade_rc=$?
+fi
 if [[ -n ${faults_pid:-} ]]; then
   touch "$gate"
   wait "$faults_pid" || faults_rc=$?
@@ -153,11 +166,12 @@ fi
 
 smokes_rc=0
 if [[ $PKGS == ./... ]]; then
-  # The churn test's smoke, so that it cannot rot.
-  stage "churn smoke" make --no-print-directory churn GO="$GO" CHURN_CLUSTERS=4 CHURN_DELETES=2 CHURN_SEED=3 || smokes_rc=$?
+  # The churn test with the previous release as one of the three replicas (a rolling upgrade
+  # half-way): 10 creates and 5 deletes while the leader is killed.
+  stage "churn smoke (previous release as a replica)" make --no-print-directory churn GO="$GO" CHURN_CLUSTERS=10 CHURN_DELETES=5 CHURN_SEED=3 CHURN_PREVIOUS=1 || smokes_rc=$?
   ((peer_rc == 0)) || smokes_rc=$peer_rc
 fi
 
 table
-echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, fault matrix $faults_rc, smokes $smokes_rc"
-((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && faults_rc == 0 && smokes_rc == 0))
+echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, upgrade $upgrade_rc, fault matrix $faults_rc, smokes $smokes_rc"
+((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && upgrade_rc == 0 && faults_rc == 0 && smokes_rc == 0))

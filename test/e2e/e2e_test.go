@@ -108,7 +108,9 @@ func runCLI(cloud string, args ...string) (string, error) {
 	cmd.Env = testutil.OpenStackCLIEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
 	err := cmd.Run()
+	countCLI(args, time.Since(start))
 	if err != nil {
 		return out.String(), fmt.Errorf("openstack %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
@@ -162,7 +164,18 @@ type clusterShow struct {
 	HealthStatusReason map[string]any `json:"health_status_reason"`
 }
 
+// showCluster is the cluster as magnum-api shows it to the cloud's user (REST, poll_test.go).
 func showCluster(t *testing.T, cloud, id string) (*clusterShow, error) {
+	t.Helper()
+	var c clusterShow
+	if err := magnumShow(cloud, "/clusters/"+id, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// cliShowCluster is `openstack coe cluster show`: for the checks of what the CLI itself shows.
+func cliShowCluster(t *testing.T, cloud, id string) (*clusterShow, error) {
 	out, err := openstack(t, cloud, "coe", "cluster", "show", id, "-f", "json")
 	if err != nil {
 		return nil, err
