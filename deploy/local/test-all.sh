@@ -3,8 +3,8 @@
 #
 # The order follows what each stage shares. The end-to-end package starts as soon as the stack is up
 # and runs E2E_PARALLEL tests at a time (they mostly wait on clusters); once its binary is built, the
-# unit and integration tiers, CAPO's simulator module and the scale smoke run next to it, then the
-# peer smoke (a tenant of its own, peer_demo); the upgrade test runs next to them all on the Magnum 23
+# unit and integration tiers run next to it, then CAPO's simulator module and the scale smoke beside
+# the peer smoke (a tenant of its own, peer_demo); the upgrade test runs next to them all on the Magnum 23
 # instance. The fault matrix restarts services every other test uses: its preparation (creates only)
 # starts once the other packages have ended, its first fault waits until the end-to-end package, the
 # upgrade test and the peer smoke have. The churn smoke restarts the stack's bridges (the previous
@@ -128,7 +128,12 @@ fi
 if ((${#others[@]})); then
   stage "unit + integration + e2e packages" gotest pkgs "$LOG_DIR/test-packages.log" -p 2 "${others[@]}" || others_rc=$?
 fi
+faults_rc=0 peer_rc=0
 if [[ $PKGS == ./... ]]; then
+  # The side by side with the peer conductor, so that it cannot rot: next to the two below (it
+  # mostly waits on its conductors), so that it has ended when the end-to-end package has.
+  stage "bench-peer smoke" make --no-print-directory bench-peer-smoke GO="$GO" &
+  peer_pid=$!
   # CAPO's own service code against the OpenStack simulator: a module of its own (CAPO's dependencies
   # stay out of the bridge's go.mod), so ./... does not reach it.
   (cd test/caposim && stage "caposim (CAPO against the simulator)" gotest caposim "$LOG_DIR/test-caposim.log" ./...) || others_rc=$?
@@ -136,7 +141,6 @@ if [[ $PKGS == ./... ]]; then
   stage "bench-scale smoke" make --no-print-directory bench-scale-smoke GO="$GO" || others_rc=$?
 fi
 
-faults_rc=0 peer_rc=0
 if [[ $PKGS == ./... ]]; then
   # A rotating part of the matrix (every fault and every operation, each operation once), dealt by
   # the commit: successive commits cover different cells. `make test-faults` runs the whole matrix.
@@ -145,9 +149,6 @@ if [[ $PKGS == ./... ]]; then
   stage "fault matrix (rotating, seed $seed)" make --no-print-directory test-faults GO="$GO" FAULT_SEED="$seed" \
     FAULT_MATRIX=rotating FAULTS_START_AFTER="$gate" &
   faults_pid=$!
-  # The side by side with the peer conductor, so that it cannot rot.
-  stage "bench-peer smoke" make --no-print-directory bench-peer-smoke GO="$GO" &
-  peer_pid=$!
 fi
 if [[ -n ${e2e_pid:-} ]]; then
   wait "$e2e_pid" || e2e_rc=$?
