@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,10 +56,17 @@ func requireStack(t *testing.T) {
 	if _, err := os.Stat(mgmtKubeconfig); err != nil {
 		t.Fatalf("the local stack is not up (no management cluster kubeconfig: %v); run `make up`", err)
 	}
-	if _, err := openstack(t, cloudDemo, "coe", "cluster", "list"); err != nil {
+	if err := stackAnswers(); err != nil {
 		t.Fatalf("the local stack is not up: %v; run `make up`", err)
 	}
 }
+
+// stackAnswers is whether the CLI lists clusters through magnum-api 15, asked once per process: the
+// tests check it before t.Parallel, one after the other.
+var stackAnswers = sync.OnceValue(func() error {
+	_, err := runCLI(cloudDemo, "coe", "cluster", "list")
+	return err
+})
 
 // openstack runs the real CLI; with -f json output the result is decoded by the caller.
 func openstack(t *testing.T, cloud string, args ...string) (string, error) {
