@@ -84,13 +84,15 @@ soak: up
 ## churn: failover under load on `make up`'s stack — three replicas of this tree's bridge, CHURN_CLUSTERS
 ## creates and CHURN_DELETES deletes through the CLI while the leader and another replica are SIGKILLed
 ## (CHURN_SEED); prints the CHURN summary line and restores one bridge. Hold the stack lock when shared.
-## CHURN_PREVIOUS=1: the first replica runs the previous release (a rolling upgrade half-way).
+## CHURN_PREVIOUS=1: the first replica runs the previous release (a rolling upgrade half-way);
+## CHURN_INSTANCE=newest: the Magnum 23 instance's bridges (make test runs it so, next to the e2e package).
 CHURN_SEED ?= 1
 CHURN_CLUSTERS ?= 20
 CHURN_DELETES ?= 10
 CHURN_PREVIOUS ?= 0
+CHURN_INSTANCE ?= zed
 churn: build
-	MCB_CHURN=1 MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) MCB_CHURN_PREVIOUS=$(CHURN_PREVIOUS) \
+	MCB_CHURN=1 MCB_CHURN_INSTANCE=$(CHURN_INSTANCE) MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) MCB_CHURN_PREVIOUS=$(CHURN_PREVIOUS) \
 	  $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestChurnWithReplicas$$' -v ./test/e2e \
 	  | tee /var/log/magnum-capi-bridge/churn-$(CHURN_SEED).log | grep -E 'churn|CHURN|Error|^(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}

@@ -4,11 +4,10 @@
 # The order follows what each stage shares. The end-to-end package starts as soon as the stack is up
 # and runs E2E_PARALLEL tests at a time (they mostly wait on clusters); once its binary is built, the
 # unit and integration tiers run next to it, then CAPO's simulator module and the scale smoke beside
-# the peer smoke (a tenant of its own, peer_demo); the upgrade test runs next to them all on the Magnum 23
-# instance. The fault matrix restarts services every other test uses: its preparation (creates only)
+# the peer smoke (a tenant of its own, peer_demo); the upgrade test and the churn smoke run next to
+# them all, on the Magnum 23 instance. The fault matrix restarts services every other test uses: its preparation (creates only)
 # starts once the other packages have ended, its first fault waits until the end-to-end package, the
-# upgrade test and the peer smoke have. The churn smoke restarts the stack's bridges (the previous
-# release as one replica, a rolling upgrade half-way): it runs last, alone.
+# upgrade and churn tests and the peer smoke have.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=lib.sh
@@ -51,7 +50,7 @@ gotest() {
   : >"$log"
   $GO test "${flags[@]}" -v "$@" >"$log" 2>&1 &
   local pid=$!
-  tail -n +1 --pid "$pid" -f "$log" | grep --line-buffered -E 'TIMING|^--- (FAIL|SKIP)|^\s+--- FAIL|^(ok|FAIL)\s|^panic' | sed -u "s/^/[$name] /"
+  tail -n +1 --pid "$pid" -f "$log" | grep --line-buffered -E 'TIMING|^\s+\S+: (CHURN|UPGRADE) |^--- (FAIL|SKIP)|^\s+--- FAIL|^(ok|FAIL)\s|^panic' | sed -u "s/^/[$name] /"
   wait "$pid" || rc=$?
   if ((rc != 0)); then
     echo "[$name] exit $rc; the failed packages' output ($log has all of it):"
@@ -105,13 +104,22 @@ if ((${#e2e[@]})); then
   stage "e2e (-parallel $E2E_PARALLEL)" gotest e2e "$LOG_DIR/e2e.log" -parallel "$E2E_PARALLEL" "${e2e[@]}" &
   e2e_pid=$!
 fi
-# The upgrade test (previous release → this tree's bridge, rendering differently) replaces the Magnum
-# 23 instance's bridge, held alone through a file lock the e2e package's tests of that instance share:
-# a process of its own next to the e2e package, started with it (its test binary is the same build).
+# The upgrade test (previous release → this tree's bridge, rendering differently), then the churn
+# test with the previous release as one of three replicas (a rolling upgrade half-way; 10 creates and
+# 5 deletes while the leader is killed): each replaces the Magnum 23 instance's bridge, held alone
+# through a file lock the e2e package's tests of that instance share. Processes of their own next to
+# the e2e package, started with it (their test binary is the same build).
 upgrade_rc=0
 if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
-  (export MCB_UPGRADE=1 && stage "upgrade test (previous release, Magnum 23)" gotest upgrade "$LOG_DIR/test-upgrade.log" \
-    -run '^TestBridgeUpgradeFromThePreviousRelease$' ./test/e2e) &
+  (
+    rc=0
+    MCB_UPGRADE=1 stage "upgrade test (previous release, Magnum 23)" gotest upgrade "$LOG_DIR/test-upgrade.log" \
+      -run '^TestBridgeUpgradeFromThePreviousRelease$' ./test/e2e || rc=$?
+    MCB_CHURN=1 MCB_CHURN_INSTANCE=newest MCB_CHURN_PREVIOUS=1 MCB_CHURN_CLUSTERS=10 MCB_CHURN_DELETES=5 MCB_CHURN_SEED=3 \
+      stage "churn smoke (previous release as a replica, Magnum 23)" gotest churn "$LOG_DIR/churn-3.log" \
+      -run '^TestChurnWithReplicas$' ./test/e2e || rc=$?
+    exit "$rc"
+  ) &
   upgrade_pid=$!
 fi
 others_rc=0
@@ -165,14 +173,8 @@ if [[ -n ${faults_pid:-} ]]; then
   rm -f "$gate"
 fi
 
-smokes_rc=0
-if [[ $PKGS == ./... ]]; then
-  # The churn test with the previous release as one of the three replicas (a rolling upgrade
-  # half-way): 10 creates and 5 deletes while the leader is killed.
-  stage "churn smoke (previous release as a replica)" make --no-print-directory churn GO="$GO" CHURN_CLUSTERS=10 CHURN_DELETES=5 CHURN_SEED=3 CHURN_PREVIOUS=1 || smokes_rc=$?
-  ((peer_rc == 0)) || smokes_rc=$peer_rc
-fi
+smokes_rc=$peer_rc
 
 table
-echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, upgrade $upgrade_rc, fault matrix $faults_rc, smokes $smokes_rc"
+echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, upgrade+churn $upgrade_rc, fault matrix $faults_rc, smokes $smokes_rc"
 ((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && upgrade_rc == 0 && faults_rc == 0 && smokes_rc == 0))
