@@ -104,11 +104,22 @@ if ((${#e2e[@]})); then
   stage "e2e (-parallel $E2E_PARALLEL)" gotest e2e "$LOG_DIR/e2e.log" -parallel "$E2E_PARALLEL" "${e2e[@]}" &
   e2e_pid=$!
 fi
+others_rc=0
+if [[ -n ${e2e_pid:-} ]]; then
+  # The end-to-end package is the longest stage and spends its time waiting on clusters: its binary
+  # is built first, with both cores, and its tests wait on clusters while the other packages build.
+  for _ in $(seq 900); do
+    grep -q '^=== RUN' "$LOG_DIR/e2e.log" 2>/dev/null && break
+    kill -0 "$e2e_pid" 2>/dev/null || break
+    sleep 1
+  done
+  echo "== e2e tests started after $((SECONDS - T0))s; the other packages start now"
+fi
 # The upgrade test (previous release → this tree's bridge, rendering differently), then the churn
 # test with the previous release as one of three replicas (a rolling upgrade half-way; 10 creates and
 # 5 deletes while the leader is killed): each replaces the Magnum 23 instance's bridge, held alone
 # through a file lock the e2e package's tests of that instance share. Processes of their own next to
-# the e2e package, started with it (their test binary is the same build).
+# the e2e package, started once its binary is built (theirs is the same build).
 upgrade_rc=0
 if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
   (
@@ -121,17 +132,6 @@ if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
     exit "$rc"
   ) &
   upgrade_pid=$!
-fi
-others_rc=0
-if [[ -n ${e2e_pid:-} ]]; then
-  # The end-to-end package is the longest stage and spends its time waiting on clusters: its binary
-  # is built first, with both cores, and its tests wait on clusters while the other packages build.
-  for _ in $(seq 900); do
-    grep -q '^=== RUN' "$LOG_DIR/e2e.log" 2>/dev/null && break
-    kill -0 "$e2e_pid" 2>/dev/null || break
-    sleep 1
-  done
-  echo "== e2e tests started after $((SECONDS - T0))s; the other packages start now"
 fi
 if ((${#others[@]})); then
   stage "unit + integration + e2e packages" gotest pkgs "$LOG_DIR/test-packages.log" -p 2 "${others[@]}" || others_rc=$?
