@@ -84,22 +84,26 @@ soak: up
 ## churn: failover under load on `make up`'s stack — three replicas of this tree's bridge, CHURN_CLUSTERS
 ## creates and CHURN_DELETES deletes through the CLI while the leader and another replica are SIGKILLed
 ## (CHURN_SEED); prints the CHURN summary line and restores one bridge. Hold the stack lock when shared.
-## CHURN_PREVIOUS=1: the first replica runs the previous release (a rolling upgrade half-way).
+## CHURN_PREVIOUS=1: the first replica runs the previous release (a rolling upgrade half-way);
+## CHURN_INSTANCE=newest: the Magnum 23 instance's bridges (make test runs it so, next to the e2e package).
 CHURN_SEED ?= 1
 CHURN_CLUSTERS ?= 20
 CHURN_DELETES ?= 10
 CHURN_PREVIOUS ?= 0
+CHURN_INSTANCE ?= zed
 churn: build
-	MCB_CHURN=1 MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) MCB_CHURN_PREVIOUS=$(CHURN_PREVIOUS) \
+	MCB_CHURN=1 MCB_CHURN_INSTANCE=$(CHURN_INSTANCE) MCB_CHURN_SEED=$(CHURN_SEED) MCB_CHURN_CLUSTERS=$(CHURN_CLUSTERS) MCB_CHURN_DELETES=$(CHURN_DELETES) MCB_CHURN_PREVIOUS=$(CHURN_PREVIOUS) \
 	  $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestChurnWithReplicas$$' -v ./test/e2e \
 	  | tee /var/log/magnum-capi-bridge/churn-$(CHURN_SEED).log | grep -E 'churn|CHURN|Error|^(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}
 
 ## upgrade-test: the previous release builds clusters on `make up`'s stack, this tree's bridge (rendering
 ## differently: -tags renderingvariant) takes over; no machine is replaced until `rendering apply` or an
-## upgrade (docs/upgrades.md). Replaces the stack's bridge, restored at the end.
+## upgrade (docs/upgrades.md). Replaces the Magnum 23 instance's bridge (UPGRADE_INSTANCE=zed: the
+## other's), restored at the end; make test runs it next to the e2e package.
+UPGRADE_INSTANCE ?= newest
 upgrade-test: build
-	MCB_UPGRADE=1 $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestBridgeUpgradeFromThePreviousRelease$$' -v ./test/e2e \
+	MCB_UPGRADE=1 MCB_UPGRADE_INSTANCE=$(UPGRADE_INSTANCE) $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestBridgeUpgradeFromThePreviousRelease$$' -v ./test/e2e \
 	  | tee /var/log/magnum-capi-bridge/upgrade.log | grep -E 'UPGRADE|TIMING|Error|^(---|ok|FAIL|PASS)'; \
 	  exit $${PIPESTATUS[0]}
 

@@ -43,6 +43,8 @@ newest)
   echo "usage: $0 [zed|newest]" >&2; exit 2
   ;;
 esac
+# BRIDGE_ALLOWED_INFRASTRUCTURES: another list of flavors (the upgrade test offers both on newest).
+allowed=${BRIDGE_ALLOWED_INFRASTRUCTURES:-$allowed}
 bin=$root/bin/magnum-capi-bridge
 read -r -a bins <<<"${BRIDGE_BINS:-$bin}"
 for b in "${bins[@]}"; do

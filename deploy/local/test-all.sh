@@ -3,11 +3,11 @@
 #
 # The order follows what each stage shares. The end-to-end package starts as soon as the stack is up
 # and runs E2E_PARALLEL tests at a time (they mostly wait on clusters); once its binary is built, the
-# unit and integration tiers, CAPO's simulator module and the scale smoke run next to it, then the
-# peer smoke (a tenant of its own, peer_demo). The fault matrix restarts services every other test
-# uses: its preparation (creates only) starts once the other packages have ended, its first fault
-# waits until the end-to-end package and the peer smoke have. The churn smoke restarts the stack's
-# bridges: it runs last, alone.
+# unit and integration tiers run next to it, then CAPO's simulator module and the scale smoke beside
+# the peer smoke (a tenant of its own, peer_demo); the upgrade test and the churn smoke run next to
+# them all, on the Magnum 23 instance. The fault matrix restarts services every other test uses: its preparation (creates only)
+# starts once the other packages have ended, its first fault waits until the end-to-end package, the
+# upgrade and churn tests and the peer smoke have.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=lib.sh
@@ -50,7 +50,7 @@ gotest() {
   : >"$log"
   $GO test "${flags[@]}" -v "$@" >"$log" 2>&1 &
   local pid=$!
-  tail -n +1 --pid "$pid" -f "$log" | grep --line-buffered -E 'TIMING|^--- (FAIL|SKIP)|^\s+--- FAIL|^(ok|FAIL)\s|^panic' | sed -u "s/^/[$name] /"
+  tail -n +1 --pid "$pid" -f "$log" | grep --line-buffered -E 'TIMING|^\s+\S+: (CHURN|UPGRADE) |^--- (FAIL|SKIP)|^\s+--- FAIL|^(ok|FAIL)\s|^panic' | sed -u "s/^/[$name] /"
   wait "$pid" || rc=$?
   if ((rc != 0)); then
     echo "[$name] exit $rc; the failed packages' output ($log has all of it):"
@@ -115,10 +115,33 @@ if [[ -n ${e2e_pid:-} ]]; then
   done
   echo "== e2e tests started after $((SECONDS - T0))s; the other packages start now"
 fi
+# The upgrade test (previous release → this tree's bridge, rendering differently), then the churn
+# test with the previous release as one of three replicas (a rolling upgrade half-way; 10 creates and
+# 5 deletes while the leader is killed): each replaces the Magnum 23 instance's bridge, held alone
+# through a file lock the e2e package's tests of that instance share. Processes of their own next to
+# the e2e package, started once its binary is built (theirs is the same build).
+upgrade_rc=0
+if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
+  (
+    rc=0
+    MCB_UPGRADE=1 stage "upgrade test (previous release, Magnum 23)" gotest upgrade "$LOG_DIR/test-upgrade.log" \
+      -run '^TestBridgeUpgradeFromThePreviousRelease$' ./test/e2e || rc=$?
+    MCB_CHURN=1 MCB_CHURN_INSTANCE=newest MCB_CHURN_PREVIOUS=1 MCB_CHURN_CLUSTERS=10 MCB_CHURN_DELETES=5 MCB_CHURN_SEED=3 \
+      stage "churn smoke (previous release as a replica, Magnum 23)" gotest churn "$LOG_DIR/churn-3.log" \
+      -run '^TestChurnWithReplicas$' ./test/e2e || rc=$?
+    exit "$rc"
+  ) &
+  upgrade_pid=$!
+fi
 if ((${#others[@]})); then
   stage "unit + integration + e2e packages" gotest pkgs "$LOG_DIR/test-packages.log" -p 2 "${others[@]}" || others_rc=$?
 fi
+faults_rc=0 peer_rc=0
 if [[ $PKGS == ./... ]]; then
+  # The side by side with the peer conductor, so that it cannot rot: next to the two below (it
+  # mostly waits on its conductors), so that it has ended when the end-to-end package has.
+  stage "bench-peer smoke" make --no-print-directory bench-peer-smoke GO="$GO" &
+  peer_pid=$!
   # CAPO's own service code against the OpenStack simulator: a module of its own (CAPO's dependencies
   # stay out of the bridge's go.mod), so ./... does not reach it.
   (cd test/caposim && stage "caposim (CAPO against the simulator)" gotest caposim "$LOG_DIR/test-caposim.log" ./...) || others_rc=$?
@@ -126,7 +149,6 @@ if [[ $PKGS == ./... ]]; then
   stage "bench-scale smoke" make --no-print-directory bench-scale-smoke GO="$GO" || others_rc=$?
 fi
 
-faults_rc=0 peer_rc=0
 if [[ $PKGS == ./... ]]; then
   # A rotating part of the matrix (every fault and every operation, each operation once), dealt by
   # the commit: successive commits cover different cells. `make test-faults` runs the whole matrix.
@@ -135,9 +157,6 @@ if [[ $PKGS == ./... ]]; then
   stage "fault matrix (rotating, seed $seed)" make --no-print-directory test-faults GO="$GO" FAULT_SEED="$seed" \
     FAULT_MATRIX=rotating FAULTS_START_AFTER="$gate" &
   faults_pid=$!
-  # The side by side with the peer conductor, so that it cannot rot.
-  stage "bench-peer smoke" make --no-print-directory bench-peer-smoke GO="$GO" &
-  peer_pid=$!
 fi
 if [[ -n ${e2e_pid:-} ]]; then
   wait "$e2e_pid" || e2e_rc=$?
@@ -145,19 +164,17 @@ fi
 if [[ -n ${peer_pid:-} ]]; then
   wait "$peer_pid" || peer_rc=$?
 fi
+if [[ -n ${upgrade_pid:-} ]]; then
+  wait "$upgrade_pid" || upgrade_rc=$?
+fi
 if [[ -n ${faults_pid:-} ]]; then
   touch "$gate"
   wait "$faults_pid" || faults_rc=$?
   rm -f "$gate"
 fi
 
-smokes_rc=0
-if [[ $PKGS == ./... ]]; then
-  # The churn test's smoke, so that it cannot rot.
-  stage "churn smoke" make --no-print-directory churn GO="$GO" CHURN_CLUSTERS=4 CHURN_DELETES=2 CHURN_SEED=3 || smokes_rc=$?
-  ((peer_rc == 0)) || smokes_rc=$peer_rc
-fi
+smokes_rc=$peer_rc
 
 table
-echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, fault matrix $faults_rc, smokes $smokes_rc"
-((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && faults_rc == 0 && smokes_rc == 0))
+echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, upgrade+churn $upgrade_rc, fault matrix $faults_rc, smokes $smokes_rc"
+((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && upgrade_rc == 0 && faults_rc == 0 && smokes_rc == 0))

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
@@ -206,31 +208,30 @@ func (r *renderingClient) move(ctx context.Context, p conductor.RenderingPlan, t
 		return fmt.Errorf("%s (%s): %w", p.Name, p.UUID, err)
 	}
 	say("%s (%s): UPDATE_IN_PROGRESS, %d machine(s) to roll", p.Name, p.UUID, len(p.Machines))
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s (%s): not final within %s", p.Name, p.UUID, timeout)
-		case <-tick.C:
-		}
+	var final conductor.RenderingPlan
+	err := wait.PollUntilContextTimeout(ctx, poll, timeout, false, func(ctx context.Context) (bool, error) {
 		now, err := r.plan(ctx, []string{p.UUID})
 		if err != nil || len(now) != 1 {
-			continue // the bridge may be restarting; the move is recorded in Magnum
+			return false, nil // the bridge may be restarting; the move is recorded in Magnum
 		}
 		switch st := now[0].Status; st {
 		case magnum.StatusUpdateInProgress:
-			continue
+			return false, nil
 		case magnum.StatusUpdateComplete:
-			if now[0].Moves() {
-				return fmt.Errorf("%s (%s): UPDATE_COMPLETE but still on class %s (the move was lost; run apply again)", p.Name, p.UUID, now[0].Class)
-			}
-			say("%s (%s): UPDATE_COMPLETE after %s, class %s", p.Name, p.UUID, time.Since(start).Round(time.Second), now[0].Class)
-			return nil
+			final = now[0]
+			return true, nil
 		default:
-			return fmt.Errorf("%s (%s): %s", p.Name, p.UUID, st)
+			return false, fmt.Errorf("%s (%s): %s", p.Name, p.UUID, st)
 		}
+	})
+	switch {
+	case wait.Interrupted(err):
+		return fmt.Errorf("%s (%s): not final within %s", p.Name, p.UUID, timeout)
+	case err != nil:
+		return err
+	case final.Moves():
+		return fmt.Errorf("%s (%s): UPDATE_COMPLETE but still on class %s (the move was lost; run apply again)", p.Name, p.UUID, final.Class)
 	}
+	say("%s (%s): UPDATE_COMPLETE after %s, class %s", p.Name, p.UUID, time.Since(start).Round(time.Second), final.Class)
+	return nil
 }

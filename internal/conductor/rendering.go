@@ -104,7 +104,7 @@ func (c *Conductor) planRendering(ctx context.Context, cl *magnum.Cluster) (Rend
 	p := RenderingPlan{UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""), Status: cl.Status.Or("")}
 	in, rendered, err := c.render(ctx, cl, nil)
 	if err != nil {
-		return p, asPermanent(err)
+		return p, err // a label this bridge refuses is permanent(): the plan's reason
 	}
 	p.CurrentClass = rendered.ClassName
 	live, found, err := c.kube.GetCluster(ctx, in.Namespace, rendered.Cluster.GetName())
@@ -141,16 +141,6 @@ func (c *Conductor) planRendering(ctx context.Context, cl *magnum.Cluster) (Rend
 	}
 	slices.Sort(p.Machines)
 	return p, nil
-}
-
-// asPermanent marks a rendering's refusal (a label the running bridge rejects) as a reason of the
-// plan rather than a failure to retry.
-func asPermanent(err error) error {
-	var le *templates.LabelError
-	if errors.As(err, &le) {
-		return &permanentError{err}
-	}
-	return err
 }
 
 // BridgeRenderingMove answers bridge_rendering_move(cluster): the cluster (a UUID) goes UPDATE_IN_PROGRESS

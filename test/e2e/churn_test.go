@@ -46,6 +46,8 @@ import (
 // at the end), so it is opt-in: `make churn` (MCB_CHURN=1), under the stack lock. With
 // MCB_CHURN_PREVIOUS=1 the first replica runs the previous release (deploy/local/previous-release.sh):
 // a rolling upgrade caught half-way, releases N and N+1 sharing claims, leases and status writes.
+// MCB_CHURN_INSTANCE=newest runs it on the Magnum 23 instance (holding its bridge alone), as `make
+// test` does next to the e2e package.
 func TestChurnWithReplicas(t *testing.T) {
 	requireStack(t)
 	if os.Getenv("MCB_CHURN") != "1" {
@@ -59,7 +61,9 @@ func TestChurnWithReplicas(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 
-	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
+	in := churnInstanceOf(t, testutil.Env("MCB_CHURN_INSTANCE", "zed"))
+	cloud := in.cloud
+	conf, err := config.Load(in.magnumConf)
 	require.NoError(t, err)
 	store, err := db.Open(ctx, conf.String("database", "connection", ""))
 	require.NoError(t, err)
@@ -74,7 +78,7 @@ func TestChurnWithReplicas(t *testing.T) {
 	e := &faultEnv{t: t, store: store, kube: kube}
 
 	// Three replicas of this repository's bridge; one again at the end, whatever happens.
-	replicas := []churnReplica{{"bridge", 9590}, {"bridge-2", 9592}, {"bridge-3", 9594}}
+	replicas := in.replicas
 	var bins, extra string
 	if os.Getenv("MCB_CHURN_PREVIOUS") == "1" {
 		prev := strings.TrimSpace(commandOutput(t, repoRoot(t), "deploy/local/previous-release.sh"))
@@ -83,7 +87,7 @@ func TestChurnWithReplicas(t *testing.T) {
 		t.Logf("churn: replica 1 runs the previous release, %s", strings.TrimSpace(commandOutput(t, repoRoot(t), prev, "--version")))
 	}
 	bridgeUp := func(n int) error {
-		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), "zed")
+		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), in.name)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("BRIDGE_REPLICAS=%d", n), "BRIDGE_BINS="+bins, "BRIDGE_EXTRA_CONFIG="+extra)
 		if n == 1 {
 			cmd.Env = append(cmd.Env, "BRIDGE_BINS=", "BRIDGE_EXTRA_CONFIG=") // the stack's own bridge again
@@ -93,6 +97,10 @@ func TestChurnWithReplicas(t *testing.T) {
 			return fmt.Errorf("BRIDGE_REPLICAS=%d bridge-up.sh: %v: %s", n, err, out)
 		}
 		return nil
+	}
+	if in.name == "newest" {
+		// Registered before the restore below: cleanups run last first, so it is released after.
+		t.Cleanup(newestBridge.hold(t, true))
 	}
 	t.Cleanup(func() {
 		if err := bridgeUp(1); err != nil {
@@ -106,7 +114,7 @@ func TestChurnWithReplicas(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return r.ready() }, 60*time.Second, time.Second, "%s not ready", r.name)
 	}
-	leaseNS, leaseName := "magnum-capi-bridge", "magnum-capi-bridge-magnum"
+	leaseNS, leaseName := "magnum-capi-bridge", "magnum-capi-bridge-"+strings.TrimSuffix(in.namespacePrefix, "-")
 	holder := func() (string, time.Time) {
 		l, err := cs.CoordinationV1().Leases(leaseNS).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
@@ -128,7 +136,7 @@ func TestChurnWithReplicas(t *testing.T) {
 	scraped := make(chan struct{})
 	go func() { defer close(scraped); lag.run(scrapeCtx, 3*time.Second) }()
 
-	tmpl := createTemplate(t, cloudDemo)
+	tmpl := createTemplate(t, cloud)
 	start := time.Now()
 	var (
 		mu      sync.Mutex
@@ -149,7 +157,7 @@ func TestChurnWithReplicas(t *testing.T) {
 		// No retries: a create that failed on the client side may still have been accepted, and a
 		// second one would be a cluster the test does not know of. Creates and deletes are casts:
 		// magnum-api answers them whichever replicas are alive.
-		return runCLI(cloudDemo, args...)
+		return runCLI(cloud, args...)
 	}
 	deleteDelays := make([]time.Duration, deletes)
 	for i := range deleteDelays {
@@ -186,7 +194,7 @@ func TestChurnWithReplicas(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	t.Cleanup(func() { deleteChurnClusters(t, ids) })
+	t.Cleanup(func() { deleteChurnClusters(t, cloud, ids) })
 
 	// The faults, meanwhile: the leader, then another replica, each SIGKILLed and started again.
 	var takeover, claimsMoved time.Duration
@@ -292,7 +300,7 @@ func TestChurnWithReplicas(t *testing.T) {
 	t.Logf("churn: all %d clusters final %s after the first request", total, converged.Round(time.Second))
 
 	// Consistency of each cluster.
-	creds := demoCredentialNames(t)
+	creds := demoCredentialNames(t, cloud)
 	for _, id := range ids {
 		if deleted[id] {
 			if msg := e.gone(id); msg != "" {
@@ -327,12 +335,12 @@ func TestChurnWithReplicas(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dir := t.TempDir()
+			host, dir := cliFor(cloud).tempDir(t)
 			if _, err := cliRun("coe", "cluster", "config", id, "--dir", dir, "--force"); err != nil {
 				fail("cluster config %s: %v", id, err)
 				return
 			}
-			out, err := kubectl(t, filepath.Join(dir, "config"), "get", "nodes", "-o", "name")
+			out, err := kubectl(t, filepath.Join(host, "config"), "get", "nodes", "-o", "name")
 			if err != nil || len(strings.Fields(out)) != 2 {
 				fail("kubectl get nodes of %s: %v: %s", id, err, out)
 			}
@@ -344,7 +352,7 @@ func TestChurnWithReplicas(t *testing.T) {
 	var all clusterv1.ClusterList
 	require.NoError(t, kube.List(ctx, &all, client.HasLabels{templates.LabelClusterUUID}))
 	for _, c := range all.Items {
-		if !strings.HasPrefix(c.Namespace, "magnum-") || strings.HasPrefix(c.Namespace, "magnum23-") {
+		if !strings.HasPrefix(c.Namespace, in.namespacePrefix) || in.name == "zed" && strings.HasPrefix(c.Namespace, "magnum23-") {
 			continue
 		}
 		if _, err := store.GetCluster(ctx, c.Labels[templates.LabelClusterUUID]); err != nil {
@@ -371,6 +379,26 @@ func TestChurnWithReplicas(t *testing.T) {
 	t.Logf("CHURN seed=%d replicas=3 clusters=%d deleted=%d: all final and consistent in %s; leader takeover %.1f s (SIGKILL → new Lease holder); "+
 		"killed follower's %d operation claims moved in %.1f s; status lag p50 %.1f s p99 %.1f s (%d status writes)",
 		seed, total, deletes, converged.Round(time.Second), takeover.Seconds(), claimsOfVictim, claimsMoved.Seconds(), p50, p99, n)
+}
+
+// A churnInstance is the half of the stack whose bridges the churn test runs as three replicas.
+type churnInstance struct {
+	name, cloud, magnumConf, namespacePrefix string
+	replicas                                 []churnReplica
+}
+
+func churnInstanceOf(t *testing.T, name string) churnInstance {
+	switch name {
+	case "zed":
+		return churnInstance{name: name, cloud: cloudDemo, magnumConf: testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"),
+			namespacePrefix: "magnum-", replicas: []churnReplica{{"bridge", 9590}, {"bridge-2", 9592}, {"bridge-3", 9594}}}
+	case "newest":
+		requireNewest(t)
+		return churnInstance{name: name, cloud: cloudNewest, magnumConf: filepath.Join(newestRoot, "etc/magnum/magnum.conf"),
+			namespacePrefix: "magnum23-", replicas: []churnReplica{{"bridge-newest", 9591}, {"bridge-newest-2", 9593}, {"bridge-newest-3", 9595}}}
+	}
+	t.Fatalf("MCB_CHURN_INSTANCE: zed or newest, not %q", name)
+	return churnInstance{}
 }
 
 type churnReplica struct {
@@ -439,13 +467,13 @@ func uuidIn(out string) string {
 	return ""
 }
 
-// demoCredentialNames lists all application credentials of the demo user.
-func demoCredentialNames(t *testing.T) []string {
+// demoCredentialNames lists all application credentials of the cloud's user (demo).
+func demoCredentialNames(t *testing.T, cloud string) []string {
 	t.Helper()
 	var creds []struct {
 		Name string `json:"Name"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloudDemo, "application", "credential", "list", "-f", "json")), &creds))
+	require.NoError(t, json.Unmarshal([]byte(mustOpenstack(t, cloud, "application", "credential", "list", "-f", "json")), &creds))
 	var out []string
 	for _, c := range creds {
 		out = append(out, c.Name)
@@ -454,22 +482,22 @@ func demoCredentialNames(t *testing.T) []string {
 }
 
 // deleteChurnClusters deletes what is left of the test's clusters, all at once.
-func deleteChurnClusters(t *testing.T, ids []string) {
+func deleteChurnClusters(t *testing.T, cloud string, ids []string) {
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		if id == "" {
 			continue
 		}
-		if _, err := showCluster(t, cloudDemo, id); err != nil {
+		if _, err := showCluster(t, cloud, id); err != nil {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = runCLI(cloudDemo, "coe", "cluster", "delete", id)
+			_, _ = runCLI(cloud, "coe", "cluster", "delete", id)
 			deadline := time.Now().Add(6 * time.Minute)
 			for time.Now().Before(deadline) {
-				if _, err := showCluster(t, cloudDemo, id); err != nil && strings.Contains(err.Error(), "could not be found") {
+				if _, err := showCluster(t, cloud, id); err != nil && strings.Contains(err.Error(), "could not be found") {
 					return
 				}
 				time.Sleep(3 * time.Second)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,13 +28,14 @@ func showNodeGroup(t *testing.T, cluster, name string) (*nodeGroupShow, error) {
 	return showNodeGroupIn(t, cloudDemo, cluster, name)
 }
 
+// showNodeGroupIn is the node group as magnum-api shows it to the cloud's user (REST, poll_test.go).
 func showNodeGroupIn(t *testing.T, cloud, cluster, name string) (*nodeGroupShow, error) {
-	out, err := openstack(t, cloud, "coe", "nodegroup", "show", cluster, name, "-f", "json")
-	if err != nil {
+	t.Helper()
+	var ng nodeGroupShow
+	if err := magnumShow(cloud, "/clusters/"+cluster+"/nodegroups/"+name, &ng); err != nil {
 		return nil, err
 	}
-	var ng nodeGroupShow
-	return &ng, json.Unmarshal([]byte(out), &ng)
+	return &ng, nil
 }
 
 func waitNodeGroup(t *testing.T, cluster, name, want string) *nodeGroupShow {

@@ -24,8 +24,7 @@ import (
 func TestOperationDeadlines(t *testing.T) {
 	requireNewest(t)
 	t.Parallel()
-	newestBridge.Lock()
-	defer newestBridge.Unlock() // after the cleanups below have restored the bridge's configuration
+	defer newestBridge.hold(t, true)() // released after the cleanups below have restored the bridge's configuration
 	t.Run("newest", func(t *testing.T) { operationDeadlines(t, cloudNewest, "newest", "magnum23-") })
 }
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,10 +56,17 @@ func requireStack(t *testing.T) {
 	if _, err := os.Stat(mgmtKubeconfig); err != nil {
 		t.Fatalf("the local stack is not up (no management cluster kubeconfig: %v); run `make up`", err)
 	}
-	if _, err := openstack(t, cloudDemo, "coe", "cluster", "list"); err != nil {
+	if err := stackAnswers(); err != nil {
 		t.Fatalf("the local stack is not up: %v; run `make up`", err)
 	}
 }
+
+// stackAnswers is whether the CLI lists clusters through magnum-api 15, asked once per process: the
+// tests check it before t.Parallel, one after the other.
+var stackAnswers = sync.OnceValue(func() error {
+	_, err := runCLI(cloudDemo, "coe", "cluster", "list")
+	return err
+})
 
 // openstack runs the real CLI; with -f json output the result is decoded by the caller.
 func openstack(t *testing.T, cloud string, args ...string) (string, error) {
@@ -108,7 +116,9 @@ func runCLI(cloud string, args ...string) (string, error) {
 	cmd.Env = testutil.OpenStackCLIEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
 	err := cmd.Run()
+	countCLI(args, time.Since(start))
 	if err != nil {
 		return out.String(), fmt.Errorf("openstack %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
@@ -162,7 +172,18 @@ type clusterShow struct {
 	HealthStatusReason map[string]any `json:"health_status_reason"`
 }
 
+// showCluster is the cluster as magnum-api shows it to the cloud's user (REST, poll_test.go).
 func showCluster(t *testing.T, cloud, id string) (*clusterShow, error) {
+	t.Helper()
+	var c clusterShow
+	if err := magnumShow(cloud, "/clusters/"+id, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// cliShowCluster is `openstack coe cluster show`: for the checks of what the CLI itself shows.
+func cliShowCluster(t *testing.T, cloud, id string) (*clusterShow, error) {
 	out, err := openstack(t, cloud, "coe", "cluster", "show", id, "-f", "json")
 	if err != nil {
 		return nil, err

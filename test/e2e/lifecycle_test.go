@@ -27,7 +27,11 @@ func TestClusterLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, []string{"CREATE_IN_PROGRESS", "CREATE_COMPLETE"}, c.Status)
 
-	c = waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
+	waitStatus(t, cloudDemo, id, 6*time.Minute, "CREATE_COMPLETE")
+	// What the CLI shows (the other tests read the state over REST).
+	c, err = cliShowCluster(t, cloudDemo, id)
+	require.NoError(t, err)
+	require.Equal(t, "CREATE_COMPLETE", c.Status)
 	require.True(t, strings.HasPrefix(c.APIAddress, "https://"), c.APIAddress)
 	require.Equal(t, "v1.36.3", c.COEVersion)
 	require.Equal(t, "HEALTHY", c.HealthStatus)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,20 +26,46 @@ func requireNewest(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(newestRoot, ".mcb-bootstrap-complete")); err != nil {
 		t.Fatalf("magnum-api 23 is not set up (no complete chroot at %s: %v); run `make up`", newestRoot, err)
 	}
-	if _, err := openstack(t, cloudNewest, "coe", "cluster", "list"); err != nil {
+	if err := newestAnswers(); err != nil {
 		t.Fatalf("magnum-api 23 is not up: %v; run `make up`", err)
 	}
 }
 
+// newestAnswers is whether magnumclient 5 lists clusters through magnum-api 23, asked once per process.
+var newestAnswers = sync.OnceValue(func() error {
+	_, err := runCLI(cloudNewest, "coe", "cluster", "list")
+	return err
+})
+
 // newestBridge is held shared by the tests whose operations go through the Magnum 23 bridge, and
-// exclusively by TestOperationDeadlines while it runs that bridge with one-minute deadlines.
-var newestBridge sync.RWMutex
+// exclusively by those that restart it (TestOperationDeadlines with one-minute deadlines, the upgrade
+// test with other releases). A file lock: `make test` runs the upgrade test in a process of its own
+// next to the e2e package.
+var newestBridge = fileLock(filepath.Join(testutil.Env("MCB_RUN_DIR", "/var/lib/magnum-capi-bridge/run"), "bridge-newest.lock"))
 
 // shareNewestBridge holds the Magnum 23 bridge, with its normal configuration, until the test ends.
 // Call it after t.Parallel: a test waiting here holds one of the parallel slots, not the serial phase.
 func shareNewestBridge(t *testing.T) {
-	newestBridge.RLock()
-	t.Cleanup(newestBridge.RUnlock)
+	t.Helper()
+	t.Cleanup(newestBridge.hold(t, false))
+}
+
+// A fileLock is a readers-writer lock between processes and within one: flock(2) on a descriptor
+// of its own per holder, so that two holders in one process exclude each other as two processes do.
+type fileLock string
+
+// hold blocks until the lock is held (exclusive or shared) and returns its release.
+func (l fileLock) hold(t testing.TB, exclusive bool) func() {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(string(l)), 0o755))
+	f, err := os.OpenFile(string(l), os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	require.NoError(t, syscall.Flock(int(f.Fd()), how))
+	return func() { _ = f.Close() }
 }
 
 // nodeShow is what the tests read of a workload cluster's Node.
@@ -149,8 +176,10 @@ func TestNewestMagnumDayTwo(t *testing.T) {
 
 	start = time.Now()
 	id := createCluster(t, cloud, oldTmpl, "new-"+testutil.RandomHex(3), "--node-count", "1")
-	c := waitStatus(t, cloud, id, 6*time.Minute, "CREATE_COMPLETE")
+	waitStatus(t, cloud, id, 6*time.Minute, "CREATE_COMPLETE")
 	timed(t, "23: create (1 control plane, 1 worker)", start)
+	c, err := cliShowCluster(t, cloud, id) // what magnumclient 5 shows
+	require.NoError(t, err)
 	require.Equal(t, "v1.35.4", c.COEVersion)
 	require.NotEmpty(t, c.ClusterID, "microversion 1.13+ shows cluster_id")
 	require.Empty(t, c.StackID, "microversion 1.13+ no longer shows stack_id")

@@ -27,13 +27,16 @@ import (
 // `rendering apply --concurrency 1` rolls them one cluster at a time; `coe cluster upgrade` rolls
 // every machine; delete leaves nothing.
 //
-// It replaces the stack's bridge (restored at the end), so it is opt-in: `make upgrade-test`
-// (MCB_UPGRADE=1); make test runs it last, alone.
+// It runs on the Magnum 23 instance (MCB_UPGRADE_INSTANCE=zed for the other), holding its bridge
+// alone (newestBridge) and replacing it (restored at the end): opt-in, MCB_UPGRADE=1, which `make
+// upgrade-test` sets and `make test` runs next to the e2e package.
 func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	requireStack(t)
 	if os.Getenv("MCB_UPGRADE") != "1" {
-		t.Skip("the upgrade test replaces the stack's bridge with the previous release and back: `make upgrade-test` (MCB_UPGRADE=1); make test runs it last")
+		t.Skip("the upgrade test replaces a bridge of the stack with the previous release and back: `make upgrade-test` (MCB_UPGRADE=1); make test runs it next to the e2e package")
 	}
+	in := upgradeInstanceOf(t, testutil.Env("MCB_UPGRADE_INSTANCE", "newest"))
+	cloud := in.cloud
 	root := repoRoot(t)
 	prev := strings.TrimSpace(commandOutput(t, root, "deploy/local/previous-release.sh"))
 	variant := filepath.Join(t.TempDir(), "magnum-capi-bridge-variant")
@@ -41,42 +44,54 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 		"-o", variant, "./cmd/magnum-capi-bridge")
 	t.Logf("previous release: %s", strings.TrimSpace(commandOutput(t, root, prev, "--version")))
 
+	// This tree's bridge offers both flavors on either instance here; the previous release has one
+	// flavor per bridge and ignores the option.
 	bridgeUp := func(bin, extra string) {
 		t.Helper()
 		start := time.Now()
-		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), "zed")
-		cmd.Env = append(os.Environ(), "BRIDGE_REPLICAS=1", "BRIDGE_BINS="+bin, "BRIDGE_EXTRA_CONFIG="+extra)
+		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), in.name)
+		cmd.Env = append(os.Environ(), "BRIDGE_REPLICAS=1", "BRIDGE_BINS="+bin, "BRIDGE_EXTRA_CONFIG="+extra,
+			"BRIDGE_ALLOWED_INFRASTRUCTURES=inmemory,openstack")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "bridge-up.sh with %s: %s", bin, out)
 		timed(t, "bridge switched to "+filepath.Base(bin), start)
 	}
+	if in.name == "newest" {
+		// Registered before the restore below: cleanups run last first, so it is released after.
+		t.Cleanup(newestBridge.hold(t, true))
+	}
 	t.Cleanup(func() {
-		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), "zed")
-		cmd.Env = append(os.Environ(), "BRIDGE_REPLICAS=1", "BRIDGE_BINS=", "BRIDGE_EXTRA_CONFIG=")
+		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), in.name)
+		cmd.Env = append(os.Environ(), "BRIDGE_REPLICAS=1", "BRIDGE_BINS=", "BRIDGE_EXTRA_CONFIG=", "BRIDGE_ALLOWED_INFRASTRUCTURES=")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("restoring this tree's bridge: %v: %s", err, out)
 		}
 	})
-	// The previous release reads the default flavor under its former name.
-	bridgeUp(prev, "infrastructure = inmemory")
-
 	oldTmpl := "upg-old-" + testutil.RandomHex(3)
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "create", oldTmpl, "--coe", "kubernetes",
+	mustOpenstack(t, cloud, "coe", "cluster", "template", "create", oldTmpl, "--coe", "kubernetes",
 		"--image", "ubuntu-2404-kube-v1.35.4", "--external-network", "public", "--flavor", "m1.small",
 		"--master-flavor", "m1.medium", "--keypair", "default")
-	t.Cleanup(func() { _, _ = openstack(t, cloudDemo, "coe", "cluster", "template", "delete", oldTmpl) })
-	newTmpl := createTemplate(t, cloudDemo) // v1.36.3
-	osTmpl := createTemplate(t, cloudDemo, "--labels", "capi_infrastructure=openstack")
+	t.Cleanup(func() { _, _ = openstack(t, cloud, "coe", "cluster", "template", "delete", oldTmpl) })
+	newTmpl := createTemplate(t, cloud) // v1.36.3
+	// The label tells this tree's bridge the flavor; the previous release has one flavor per bridge
+	// (its `infrastructure` option) and only lists the label as one it does not implement.
+	osTmpl := createTemplate(t, cloud, "--labels", "capi_infrastructure=openstack")
 
+	// The previous release builds each cluster on its flavor: an OpenStack bridge first, then an
+	// in-memory one (the option's former name; the release knows no other).
 	start := time.Now()
-	a := createCluster(t, cloudDemo, oldTmpl, "upg-a-"+testutil.RandomHex(3), "--node-count", "1")
-	b := createCluster(t, cloudDemo, osTmpl, "upg-b-"+testutil.RandomHex(3), "--node-count", "1", "--timeout", "15")
-	waitStatus(t, cloudDemo, a, 6*time.Minute, "CREATE_COMPLETE")
-	mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", a, "extra", "--node-count", "1")
-	waitNodeGroup(t, a, "extra", "CREATE_COMPLETE")
-	waitStatus(t, cloudDemo, b, 12*time.Minute, "CREATE_COMPLETE")
-	timed(t, "upgrade: the previous release built both clusters", start)
-	ca, cb := waitStatus(t, cloudDemo, a, time.Minute, "UPDATE_COMPLETE"), waitStatus(t, cloudDemo, b, time.Minute, "CREATE_COMPLETE")
+	bridgeUp(prev, "infrastructure = openstack")
+	b := createCluster(t, cloud, osTmpl, "upg-b-"+testutil.RandomHex(3), "--node-count", "1", "--timeout", "15")
+	cb := waitStatus(t, cloud, b, 12*time.Minute, "CREATE_COMPLETE")
+	timed(t, "upgrade: the previous release built the OpenStack cluster", start)
+	start = time.Now()
+	bridgeUp(prev, "infrastructure = inmemory")
+	a := createCluster(t, cloud, oldTmpl, "upg-a-"+testutil.RandomHex(3), "--node-count", "1")
+	waitStatus(t, cloud, a, 6*time.Minute, "CREATE_COMPLETE")
+	mustOpenstack(t, cloud, "coe", "nodegroup", "create", a, "extra", "--node-count", "1")
+	waitNodeGroupIn(t, cloud, a, "extra", "CREATE_COMPLETE")
+	ca := waitStatus(t, cloud, a, time.Minute, "UPDATE_COMPLETE")
+	timed(t, "upgrade: the previous release built the in-memory cluster and its node group", start)
 
 	originals := map[string]string{} // UID → Machine name, both clusters
 	for _, id := range []string{a, b} {
@@ -102,7 +117,7 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 
 	// The takeover, by a bridge that renders both templates differently.
 	bridgeUp(variant, "")
-	plan := renderingPlan(t, variant)
+	plan := in.renderingPlan(t, variant)
 	for _, id := range []string{a, b} {
 		p := planOf(t, plan, id)
 		require.True(t, p.Moves(), "this bridge renders %s differently: %+v", id, p)
@@ -112,19 +127,19 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	for time.Now().Before(deadline) {
 		kept("after the takeover")
 		for id, want := range map[string]string{a: ca.Status, b: cb.Status} {
-			c, err := showCluster(t, cloudDemo, id)
+			c, err := showCluster(t, cloud, id)
 			require.NoError(t, err)
 			require.Equal(t, want, c.Status, "cluster %s", id)
 		}
 		time.Sleep(30 * time.Second)
 	}
-	require.Len(t, workloadNodes(t, a), 3, "coe cluster config still works for the in-memory cluster")
-	require.Len(t, workloadNodes(t, b), 2, "and for the OpenStack one")
+	require.Len(t, workloadNodesIn(t, cloud, a), 3, "coe cluster config still works for the in-memory cluster")
+	require.Len(t, workloadNodesIn(t, cloud, b), 2, "and for the OpenStack one")
 
 	// Day-2 operations under the new bridge: none replaces an original machine.
 	start = time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", a, "2")
-	waitStatus(t, cloudDemo, a, 6*time.Minute, "UPDATE_COMPLETE")
+	mustOpenstack(t, cloud, "coe", "cluster", "resize", a, "2")
+	waitStatus(t, cloud, a, 6*time.Minute, "UPDATE_COMPLETE")
 	timed(t, "upgrade: resize 1 → 2", start)
 	kept("resize 1 → 2")
 	var added clusterv1.Machine
@@ -135,32 +150,32 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	}
 	require.NotEmpty(t, added.Name, "the resize added a machine")
 	start = time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", a, "1", "--nodes-to-remove", added.Name)
-	waitStatus(t, cloudDemo, a, 6*time.Minute, "UPDATE_COMPLETE")
+	mustOpenstack(t, cloud, "coe", "cluster", "resize", a, "1", "--nodes-to-remove", added.Name)
+	waitStatus(t, cloud, a, 6*time.Minute, "UPDATE_COMPLETE")
 	timed(t, "upgrade: resize 2 → 1 --nodes-to-remove", start)
 	kept("resize 2 → 1 with nodes_to_remove")
 	for _, m := range clusterMachines(t, a) {
 		require.NotEqual(t, added.UID, m.UID, "the named machine went")
 	}
 	start = time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "nodegroup", "create", a, "later", "--node-count", "1")
-	waitNodeGroup(t, a, "later", "CREATE_COMPLETE")
-	mustOpenstack(t, cloudDemo, "coe", "nodegroup", "delete", a, "later")
-	waitNodeGroupGone(t, a, "later")
+	mustOpenstack(t, cloud, "coe", "nodegroup", "create", a, "later", "--node-count", "1")
+	waitNodeGroupIn(t, cloud, a, "later", "CREATE_COMPLETE")
+	mustOpenstack(t, cloud, "coe", "nodegroup", "delete", a, "later")
+	waitNodeGroupGone(t, cloud, a, "later")
 	timed(t, "upgrade: node group create + delete", start)
 	kept("a node group created and deleted")
-	rotateCredentials(t, a, ca)
-	waitStatus(t, cloudDemo, a, 3*time.Minute, "UPDATE_COMPLETE")
+	in.rotateCredentials(t, a, ca)
+	waitStatus(t, cloud, a, 3*time.Minute, "UPDATE_COMPLETE")
 	kept("credential rotation")
 	start = time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "resize", b, "2")
-	waitStatus(t, cloudDemo, b, 10*time.Minute, "UPDATE_COMPLETE")
+	mustOpenstack(t, cloud, "coe", "cluster", "resize", b, "2")
+	waitStatus(t, cloud, b, 10*time.Minute, "UPDATE_COMPLETE")
 	timed(t, "upgrade: OpenStack resize 1 → 2", start)
 	kept("the OpenStack cluster's resize 1 → 2")
 
 	// The operator's move: the plan names exactly the machines that roll; apply rolls them one
 	// cluster at a time.
-	plan = renderingPlan(t, variant)
+	plan = in.renderingPlan(t, variant)
 	rolls := map[string]bool{}
 	for _, id := range []string{a, b} {
 		p := planOf(t, plan, id)
@@ -181,7 +196,7 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 		}
 	}
 	start = time.Now()
-	out := commandOutput(t, root, variant, "--config-file", "/etc/magnum/magnum.conf", "--config-file", "/etc/magnum-capi-bridge/bridge.conf",
+	out := commandOutput(t, root, variant, "--config-file", in.magnumConf, "--config-file", in.bridgeConf,
 		"rendering", "apply", "--concurrency", "1", "--cluster", a, "--cluster", b)
 	timed(t, "upgrade: rendering apply --concurrency 1 (2 clusters)", start)
 	t.Logf("UPGRADE rendering apply:\n%s", out)
@@ -196,7 +211,7 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	}
 	require.True(t, firstDone >= 0 && secondStarted > firstDone, "one cluster at a time:\n%s", out)
 	for _, id := range []string{a, b} {
-		require.False(t, planOf(t, renderingPlan(t, variant), id).Moves(), "%s moved", id)
+		require.False(t, planOf(t, in.renderingPlan(t, variant), id).Moves(), "%s moved", id)
 	}
 	now := map[string]bool{}
 	for _, id := range []string{a, b} {
@@ -213,8 +228,8 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 
 	// An upgrade rolls every machine, the control plane first.
 	start = time.Now()
-	mustOpenstack(t, cloudDemo, "coe", "cluster", "upgrade", a, newTmpl)
-	c := waitStatus(t, cloudDemo, a, 10*time.Minute, "UPDATE_COMPLETE")
+	mustOpenstack(t, cloud, "coe", "cluster", "upgrade", a, newTmpl)
+	c := waitStatus(t, cloud, a, 10*time.Minute, "UPDATE_COMPLETE")
 	timed(t, "upgrade: coe cluster upgrade v1.35.4 → v1.36.3", start)
 	require.Equal(t, "v1.36.3", c.COEVersion)
 	for _, m := range clusterMachines(t, a) {
@@ -224,10 +239,10 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	}
 
 	for _, id := range []string{a, b} {
-		mustOpenstack(t, cloudDemo, "coe", "cluster", "delete", id)
+		mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
 	}
 	for _, id := range []string{a, b} {
-		waitGone(t, cloudDemo, id, 8*time.Minute)
+		waitGone(t, cloud, id, 8*time.Minute)
 		require.Empty(t, strings.TrimSpace(capiObjects(t, id)), "nothing of %s is left", id)
 		require.Empty(t, clusterMachines(t, id))
 	}
@@ -244,13 +259,44 @@ func commandOutput(t *testing.T, dir, name string, args ...string) string {
 	return string(out)
 }
 
-func renderingPlan(t *testing.T, bin string) []conductor.RenderingPlan {
+// An upgradeInstance is the half of the stack the upgrade test replaces the bridge of.
+type upgradeInstance struct {
+	name, cloud, magnumConf, bridgeConf string
+}
+
+func upgradeInstanceOf(t *testing.T, name string) upgradeInstance {
+	etc := testutil.Env("MCB_ETC_DIR", "/etc/magnum-capi-bridge")
+	switch name {
+	case "zed":
+		return upgradeInstance{name: name, cloud: cloudDemo, magnumConf: "/etc/magnum/magnum.conf", bridgeConf: filepath.Join(etc, "bridge.conf")}
+	case "newest":
+		requireNewest(t)
+		return upgradeInstance{name: name, cloud: cloudNewest, magnumConf: filepath.Join(newestRoot, "etc/magnum/magnum.conf"),
+			bridgeConf: filepath.Join(etc, "bridge-newest.conf")}
+	}
+	t.Fatalf("MCB_UPGRADE_INSTANCE: zed or newest, not %q", name)
+	return upgradeInstance{}
+}
+
+// renderingPlan is the operator's `rendering plan --json` of the instance's bridge, run with bin.
+func (in upgradeInstance) renderingPlan(t *testing.T, bin string) []conductor.RenderingPlan {
 	t.Helper()
-	out := commandOutput(t, repoRoot(t), bin, "--config-file", "/etc/magnum/magnum.conf", "--config-file", "/etc/magnum-capi-bridge/bridge.conf",
+	out := commandOutput(t, repoRoot(t), bin, "--config-file", in.magnumConf, "--config-file", in.bridgeConf,
 		"rendering", "plan", "--json")
 	var plan []conductor.RenderingPlan
 	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
 	return plan
+}
+
+// rotateCredentials rotates the cluster's credential as its client can: magnumclient 5's `coe
+// credential rotate` on Magnum 23, the RPC call on 15 (whose API has no such request).
+func (in upgradeInstance) rotateCredentials(t *testing.T, id string, c *clusterShow) {
+	t.Helper()
+	if in.name == "zed" {
+		rotateCredentials(t, id, c)
+		return
+	}
+	require.Contains(t, mustOpenstack(t, in.cloud, "coe", "credential", "rotate", id), "accepted")
 }
 
 func planOf(t *testing.T, plan []conductor.RenderingPlan, id string) conductor.RenderingPlan {
@@ -274,11 +320,11 @@ func mapValues(m map[string]string) []string {
 	return out
 }
 
-func waitNodeGroupGone(t *testing.T, cluster, name string) {
+func waitNodeGroupGone(t *testing.T, cloud, cluster, name string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		if _, err := showNodeGroup(t, cluster, name); err != nil && strings.Contains(err.Error(), "could not be found") {
+		if _, err := showNodeGroupIn(t, cloud, cluster, name); err != nil && strings.Contains(err.Error(), "could not be found") {
 			return
 		}
 		time.Sleep(5 * time.Second)

@@ -263,6 +263,13 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 step "Keystone identities and catalog"
+# Users whose password (the newest row; Keystone keeps earlier ones) is hashed at another cost than
+# keystone.conf's (stored before it changed): identity.py sets their passwords again.
+MCB_STALE_PASSWORD_HASHES=$(mysql -N -uroot keystone -e \
+	"SELECT lu.user_id FROM local_user lu JOIN password p ON p.local_user_id = lu.id
+	 WHERE p.created_at_int = (SELECT MAX(created_at_int) FROM password WHERE local_user_id = lu.id)
+	 AND p.password_hash NOT LIKE '\$2b\$04\$%'" | tr '\n' ' ')
+export MCB_STALE_PASSWORD_HASHES
 set +e
 /usr/bin/python3 "$HERE/identity.py"
 rc=$?
