@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,20 +25,29 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
-// TestBarbicanCertificates runs a cluster's life on the Barbican-backed Magnum: magnum-api 23 and its
-// bridge with cert_manager_type = barbican (stack.env MAGNUM_NEW_CERT_MANAGER). The cluster's refs
-// are Barbican container hrefs whose secrets hold the CA `coe ca show` returns; `coe cluster config`
-// gives a kubeconfig that lists the nodes; `coe ca sign` signs with that CA; a delete removes what
-// Magnum removes (the CA and the client certificate) and keeps the etcd and front-proxy CAs.
+// TestBarbicanCertificates runs a cluster's life with its certificates in Barbican: the Magnum 23
+// instance's bridge restarted with cert_manager_type = barbican (held alone, newestBridge; magnum-api
+// itself keeps no certificate). The cluster's refs are Barbican container hrefs whose secrets hold the
+// CA `coe ca show` returns; `coe cluster config` gives a kubeconfig that lists the nodes; `coe ca sign`
+// signs with that CA; a delete removes what Magnum removes (the CA and the client certificate) and
+// keeps the etcd and front-proxy CAs.
 func TestBarbicanCertificates(t *testing.T) {
 	requireNewest(t)
-	conf, err := config.Load(filepath.Join(newestRoot, "etc/magnum/magnum.conf"))
-	require.NoError(t, err)
-	if kind := conf.String("certificates", "cert_manager_type", "barbican"); kind != "barbican" {
-		t.Skipf("magnum 23 keeps its CAs in %s: `MAGNUM_NEW_CERT_MANAGER=barbican make up` puts them in Barbican", kind)
-	}
 	t.Parallel()
-	shareNewestBridge(t)
+	t.Cleanup(newestBridge.hold(t, true)) // registered first: released after the bridge is restored
+	bridgeUp := func(extra string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), "newest")
+		cmd.Env = append(os.Environ(), "BRIDGE_EXTRA_CONFIG="+extra)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+	t.Cleanup(func() { bridgeUp("") })
+	// bridge-up.sh appends these lines to the bridge's own file, read after magnum.conf.
+	bridgeUp("[certificates]\ncert_manager_type = barbican")
+	conf, err := config.Load(filepath.Join(newestRoot, "etc/magnum/magnum.conf"), filepath.Join(testutil.Env("MCB_ETC_DIR", "/etc/magnum-capi-bridge"), "bridge-newest.conf"))
+	require.NoError(t, err)
+	require.Equal(t, "barbican", conf.String("certificates", "cert_manager_type", ""))
 	ctx := context.Background()
 	store, err := db.Open(ctx, conf.String("database", "connection", ""))
 	require.NoError(t, err)
