@@ -49,6 +49,15 @@ func RequireBarbican(t testing.TB) Barbican {
 			t.Skipf("integration tier: %s does not answer at %s (%v); %s", s.name, s.url, err, barbicanHint)
 		}
 	}
+	HoldBarbican(t)
+	return b
+}
+
+// HoldBarbican holds the local Barbican's service project alone until the test ends, across test
+// binaries: the integration tests compare what it holds before and after, and the e2e test of a
+// Barbican-backed bridge stops Barbican for a while.
+func HoldBarbican(t testing.TB) {
+	t.Helper()
 	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "mcb-barbican-tests.lock"), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatalf("Barbican test lock: %v", err)
@@ -57,7 +66,6 @@ func RequireBarbican(t testing.TB) Barbican {
 		t.Fatalf("Barbican test lock: %v", err)
 	}
 	t.Cleanup(func() { lock.Close() }) // closing releases the lock
-	return b
 }
 
 // answers is an HTTP GET that gets any status below 500.

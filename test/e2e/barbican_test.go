@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,10 @@ func TestBarbicanCertificates(t *testing.T) {
 	requireNewest(t)
 	t.Parallel()
 	t.Cleanup(newestBridge.hold(t, true)) // registered first: released after the bridge is restored
+	// Barbican's service project alone (the integration tests compare what it holds), and stopped below.
+	testutil.HoldBarbican(t)
+	logPath := filepath.Join(logDir, "bridge-newest.log")
+	logFrom := fileSize(t, logPath)
 	bridgeUp := func(extra string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), "newest")
@@ -60,7 +65,8 @@ func TestBarbicanCertificates(t *testing.T) {
 	require.NoError(t, err)
 
 	const cloud = cloudNewest
-	id := createCluster(t, cloud, createTemplate(t, cloud), "bbq-"+testutil.RandomHex(3), "--node-count", "1")
+	tmpl := createTemplate(t, cloud)
+	id := createCluster(t, cloud, tmpl, "bbq-"+testutil.RandomHex(3), "--node-count", "1")
 	waitStatus(t, cloud, id, 6*time.Minute, "CREATE_COMPLETE")
 
 	row, err := store.GetCluster(ctx, id)
@@ -101,6 +107,40 @@ func TestBarbicanCertificates(t *testing.T) {
 	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	require.NoError(t, err, "coe ca sign signs with the CA in Barbican")
 
+	// Barbican stopped: `coe ca sign` is refused naming it; a create writes nothing and waits, and
+	// ends once Barbican is back; one whose deadline passes meanwhile fails naming Barbican.
+	runScript(t, "deploy/local/openstack/barbican.sh", "stop")
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			runScript(t, "deploy/local/openstack/barbican.sh", "start")
+		}
+	})
+	_, err = openstack(t, cloud, "coe", "ca", "sign", id, filepath.Join(forCLI, "client.csr"))
+	require.Error(t, err, "ca sign without Barbican")
+	assert.Contains(t, err.Error(), "Barbican", "the failure reply names the key manager")
+	waiting := createCluster(t, cloud, tmpl, "bbq-wait-"+testutil.RandomHex(3), "--node-count", "1")
+	late := createCluster(t, cloud, tmpl, "bbq-late-"+testutil.RandomHex(3), "--node-count", "1", "--timeout", "1")
+	failed := waitStatus(t, cloud, late, 4*time.Minute, "CREATE_FAILED")
+	assert.Contains(t, failed.StatusReason, "Barbican", "the reason names the key manager")
+	for _, c := range []string{waiting, late} {
+		row, err := store.GetCluster(ctx, c)
+		require.NoError(t, err)
+		assert.Nil(t, row.CACertRef, "nothing stored for %s while Barbican is down", c)
+		assert.Nil(t, row.MagnumCertRef, "nothing stored for %s while Barbican is down", c)
+	}
+	waited, err := showCluster(t, cloud, waiting)
+	require.NoError(t, err)
+	assert.Equal(t, "CREATE_IN_PROGRESS", waited.Status, "the create waits for Barbican")
+	runScript(t, "deploy/local/openstack/barbican.sh", "start")
+	stopped = false
+	waitStatus(t, cloud, waiting, 6*time.Minute, "CREATE_COMPLETE")
+	row, err = store.GetCluster(ctx, waiting)
+	require.NoError(t, err)
+	require.NotNil(t, row.CACertRef)
+	_, err = vault.Load(ctx, *row.CACertRef)
+	require.NoError(t, err, "the create that waited stored its CA in Barbican")
+
 	mustOpenstack(t, cloud, "coe", "cluster", "delete", id)
 	waitGone(t, cloud, id, 4*time.Minute)
 	for _, column := range []string{"ca_cert_ref", "magnum_cert_ref"} {
@@ -112,4 +152,33 @@ func TestBarbicanCertificates(t *testing.T) {
 		assert.NoError(t, err, "%s kept, as Magnum keeps it", column)
 		require.NoError(t, vault.Delete(ctx, *refs[column]))
 	}
+
+	// No certificate, key or passphrase of these clusters in the bridge's log.
+	logged := readFrom(t, logPath, logFrom)
+	for _, marker := range []string{"PRIVATE KEY", "BEGIN CERTIFICATE", strings.TrimSpace(stored.Certificate)} {
+		assert.NotContains(t, logged, marker, "the bridge's log")
+	}
+	if stored.Passphrase != "" {
+		assert.NotContains(t, logged, stored.Passphrase, "the bridge's log holds a passphrase")
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	return st.Size()
+}
+
+// readFrom is what path holds from offset on.
+func readFrom(t *testing.T, path string, offset int64) string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Seek(offset, io.SeekStart)
+	require.NoError(t, err)
+	b, err := io.ReadAll(f)
+	require.NoError(t, err)
+	return string(b)
 }
