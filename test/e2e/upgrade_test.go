@@ -281,7 +281,7 @@ func upgradeInstanceOf(t *testing.T, name string) upgradeInstance {
 		return upgradeInstance{name: name, cloud: cloudDemo, magnumConf: "/etc/magnum/magnum.conf", bridgeConf: filepath.Join(etc, "bridge.conf")}
 	case "newest":
 		requireNewest(t)
-		return upgradeInstance{name: name, cloud: cloudNewest, magnumConf: filepath.Join(newestRoot, "etc/magnum/magnum.conf"),
+		return upgradeInstance{name: name, cloud: cloudNewestUpgrade, magnumConf: filepath.Join(newestRoot, "etc/magnum/magnum.conf"),
 			bridgeConf: filepath.Join(etc, "bridge-newest.conf")}
 	}
 	t.Fatalf("MCB_UPGRADE_INSTANCE: zed or newest, not %q", name)
