@@ -127,6 +127,12 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 			d.StatusReason = Progress(obs)
 		}
 	case magnum.StatusUpdateInProgress:
+		// A move to the running bridge's rendering is written before it is applied: until the
+		// Cluster names the new class, the old one settled is not the move done.
+		class, moving := MovingTo(cur.StatusReason)
+		if moving && c.Spec.Topology.ClassRef.Name != class {
+			settled = false
+		}
 		switch {
 		case settled:
 			d.Status, d.StatusReason, d.Terminal = op.Complete, "", true
@@ -134,6 +140,8 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 			d.Status, d.Terminal = op.Failed, true
 			d.StatusReason = fmt.Sprintf("Cluster API did not converge within the %s: %s; %s", cur.DeadlineName, RootCause(obs), Progress(obs))
 			failGroups(&d, d.StatusReason, magnum.StatusCreateInProgress, magnum.StatusUpdateInProgress)
+		case moving:
+			d.StatusReason = MoveReason(class) + ": " + Progress(obs)
 		default:
 			d.StatusReason = Progress(obs)
 		}
@@ -153,6 +161,23 @@ func Decide(cur Current, obs Observation, now time.Time) Decision {
 		}
 	}
 	return d
+}
+
+// movePrefix starts the status reason of a cluster moving to the running bridge's rendering.
+const movePrefix = "moving to this bridge's rendering, class "
+
+// MoveReason is the status reason a move starts with; the status sync keeps it, with the progress,
+// until the cluster has rolled to class.
+func MoveReason(class string) string { return movePrefix + class }
+
+// MovingTo is the class a status reason says the cluster is moving to.
+func MovingTo(reason string) (class string, ok bool) {
+	rest, ok := strings.CutPrefix(reason, movePrefix)
+	if !ok {
+		return "", false
+	}
+	class, _, _ = strings.Cut(rest, ":")
+	return class, class != ""
 }
 
 func pastDeadline(cur Current, now time.Time) bool {
@@ -188,7 +213,9 @@ func setGroupStatus(d *Decision, op magnum.Transition, status magnum.ClusterStat
 // settled before CAPI even started on it.
 func reflectsDesired(cur Current, obs Observation) bool {
 	c := obs.Cluster
-	if c.Status.ObservedGeneration < c.Generation || !meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+	reconciled := meta.FindStatusCondition(c.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition)
+	if c.Status.ObservedGeneration < c.Generation || reconciled == nil || reconciled.Status != metav1.ConditionTrue ||
+		(reconciled.ObservedGeneration != 0 && reconciled.ObservedGeneration < c.Generation) {
 		return false
 	}
 	// The watch's cache may still hold the Cluster as it was before the bridge's last apply.
@@ -295,6 +322,9 @@ func rollingOut(obs Observation) bool {
 		}
 	}
 	for _, md := range obs.MachineDeployments {
+		if md.Status.ObservedGeneration != 0 && md.Status.ObservedGeneration < md.Generation {
+			return true // a new template (a class move) the MachineDeployment has not taken in yet
+		}
 		want := i32(md.Spec.Replicas)
 		if i32(md.Status.Replicas) != want || i32(md.Status.AvailableReplicas) != want || i32(md.Status.UpToDateReplicas) != want {
 			return true

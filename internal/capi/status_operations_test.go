@@ -178,3 +178,51 @@ func TestCloudFailuresAreCAPOsErrorConditions(t *testing.T) {
 	o.SetName("c-cp-a")
 	require.Equal(t, []string{"OpenStackServer c-cp-a: error creating Openstack instance: Quota exceeded"}, cloudFailuresOf(o))
 }
+
+// A move to the running bridge's rendering: its reason names the class; the old class settled (the
+// move not yet applied, or a watch cache behind the apply) does not end it, nor does a
+// MachineDeployment that has not taken in its new template; the new class settled does.
+func TestMoveEndsOnceTheClusterHasRolledToItsClass(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)
+	settled := func() (Current, Observation) {
+		cur, obs := controlPlaneResize(machine("w-1", false, true), machine("w-2", false, true), machine("cp-1", true, true))
+		cur.NodeGroups[0].NodeCount = 1
+		obs.Cluster.Spec.Topology.ControlPlane.Replicas = ptr.To[int32](1)
+		obs.Cluster.Status.ControlPlane = &clusterv1.ClusterControlPlaneStatus{DesiredReplicas: ptr.To[int32](1), Replicas: ptr.To[int32](1),
+			ReadyReplicas: ptr.To[int32](1), AvailableReplicas: ptr.To[int32](1), UpToDateReplicas: ptr.To[int32](1)}
+		obs.Cluster.Spec.Topology.ClassRef.Name = "magnum-old"
+		cur.StatusReason = MoveReason("magnum-new")
+		return cur, obs
+	}
+	cur, obs := settled()
+	require.Equal(t, magnum.StatusUpdateComplete, Decide(current(magnum.StatusUpdateInProgress), obs, now).Status,
+		"the fixture is settled for an update that is not a move")
+	d := Decide(cur, obs, now)
+	require.Equal(t, magnum.StatusUpdateInProgress, d.Status, "still on the old class")
+	class, ok := MovingTo(d.StatusReason)
+	require.True(t, ok, d.StatusReason)
+	require.Equal(t, "magnum-new", class, "the reason keeps the class with the progress: %s", d.StatusReason)
+
+	obs.Cluster.Spec.Topology.ClassRef.Name = "magnum-new"
+	obs.MachineDeployments[0].Generation, obs.MachineDeployments[0].Status.ObservedGeneration = 3, 2
+	require.Equal(t, magnum.StatusUpdateInProgress, Decide(cur, obs, now).Status, "a MachineDeployment behind its new template")
+
+	obs.MachineDeployments[0].Status.ObservedGeneration = 3
+	d = Decide(cur, obs, now)
+	require.Equal(t, magnum.StatusUpdateComplete, d.Status)
+	require.Empty(t, d.StatusReason)
+}
+
+func TestMovingTo(t *testing.T) {
+	for reason, want := range map[string]string{
+		MoveReason("magnum-abc"):                         "magnum-abc",
+		MoveReason("magnum-abc") + ": workers 1/2 ready": "magnum-abc",
+		"control plane 1/1 ready":                        "",
+		"":                                               "",
+		"moving to this bridge's rendering, class ": "",
+	} {
+		got, ok := MovingTo(reason)
+		require.Equal(t, want, got, reason)
+		require.Equal(t, want != "", ok, reason)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
@@ -289,7 +290,10 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 		return err
 	}
 	if upgrade == nil {
-		if err := c.keepRendering(ctx, in, rendered, c.ops.moving(id)); err != nil {
+		// A move this replica took, or one another replica took before it went (its reason says so).
+		_, moved := capi.MovingTo(cl.StatusReason.Or(""))
+		moving := c.ops.moving(id) || cl.Status.Or("") == magnum.StatusUpdateInProgress && moved
+		if err := c.keepRendering(ctx, in, rendered, moving); err != nil {
 			return err
 		}
 	}

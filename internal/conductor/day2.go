@@ -39,8 +39,11 @@ func repeated(req *rpc.Request) bool { return req.Attempt > 1 || req.Redelivered
 // read in, with extra columns in the same write — and hands the cluster to the operation driver.
 func (c *Conductor) startUpdate(ctx context.Context, cl *magnum.Cluster, extra ClusterUpdate) error {
 	st := magnum.StatusUpdateInProgress
-	empty := ""
-	extra.Status, extra.StatusReason = &st, &empty
+	extra.Status = &st
+	if extra.StatusReason == nil {
+		empty := ""
+		extra.StatusReason = &empty
+	}
 	extra.OnlyIfStatus = []magnum.ClusterStatus{cl.Status.Or(""), magnum.StatusUpdateInProgress}
 	id := cl.UUID.Or("")
 	err := c.store.UpdateCluster(ctx, id, extra)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -168,6 +169,16 @@ func (c *Conductor) BridgeRenderingMove(ctx context.Context, req *rpc.Request) (
 	if !magnum.OpRenderingMove.Allowed(st) {
 		return nil, magnum.NotSupported(fmt.Sprintf("Moving a cluster to the current rendering when status is \"%s\"", st))
 	}
+	// The class it moves to, in the status reason: the status sync (on whichever replica leads) does
+	// not end the move before the Cluster names it.
+	_, rendered, err := c.render(ctx, cl, nil)
+	if err != nil {
+		if permanent(err) {
+			return nil, magnum.NotSupported(fmt.Sprintf("Moving the cluster to the current rendering: %s", c.reasonFor(id, err)))
+		}
+		return nil, rpc.Retry(err)
+	}
+	reason := capi.MoveReason(rendered.ClassName)
 	c.ops.setMove(id)
-	return nil, c.startUpdate(ctx, cl, ClusterUpdate{})
+	return nil, c.startUpdate(ctx, cl, ClusterUpdate{StatusReason: &reason})
 }

@@ -34,6 +34,8 @@ const (
 	// RegionTwo, deploy/local/openstack/newest-up.sh), driven by the forky chroot's CLI (cliFor).
 	cloudNewest      = "devstack-newest"
 	cloudNewestAdmin = "devstack-newest-admin"
+	// cloudNewestUpgrade is upgrade_demo, the upgrade test's tenant, in front of magnum-api 23.
+	cloudNewestUpgrade = "devstack-newest-upgrade"
 )
 
 var (
@@ -81,7 +83,7 @@ func openstack(t *testing.T, cloud string, args ...string) (string, error) {
 type cli struct{ cloud, root string }
 
 func cliFor(cloud string) cli {
-	if cloud == cloudNewest || cloud == cloudNewestAdmin {
+	if cloud == cloudNewest || cloud == cloudNewestAdmin || cloud == cloudNewestUpgrade {
 		return cli{cloud: cloud, root: newestRoot}
 	}
 	return cli{cloud: cloud}

@@ -313,16 +313,21 @@ func adminProjectAlone(t *testing.T) testutil.Token {
 // `coe cluster config` is a CLI run that takes seconds on a loaded machine.
 func requireNodesAreServers(t *testing.T, token, clusterUUID string) {
 	t.Helper()
+	// The cluster's servers: the project may hold other clusters' (the upgrade test's, say).
+	c, err := showCluster(t, cloudDemo, clusterUUID)
+	require.NoError(t, err)
+	require.NotEmpty(t, c.StackID)
 	var names []string
 	for _, s := range projectServers(t, token) {
-		names = append(names, strings.ToLower(s.Name))
+		if strings.HasPrefix(strings.ToLower(s.Name), strings.ToLower(c.StackID)+"-") {
+			names = append(names, strings.ToLower(s.Name))
+		}
 	}
 	slices.Sort(names)
 	kc := workloadKubeconfigIn(t, cloudDemo, clusterUUID)
 	var (
 		nodes []string
 		out   string
-		err   error
 	)
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
 		if out, err = kubectl(t, kc, "get", "nodes", "-o", "name"); err != nil {

@@ -56,9 +56,15 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 		require.NoError(t, err, "bridge-up.sh with %s: %s", bin, out)
 		timed(t, "bridge switched to "+filepath.Base(bin), start)
 	}
+	// The bridge is the test's alone while the previous release runs; once this tree's bridge (the
+	// variant) has taken over, the instance's other tests may share it: their clusters are built by
+	// the variant, which renders the workers' bootstrap differently, and restored to this tree's
+	// bridge at the end, a restart they ride through.
+	var held *heldLock
 	if in.name == "newest" {
+		held = newestBridge.acquire(t, true)
 		// Registered before the restore below: cleanups run last first, so it is released after.
-		t.Cleanup(newestBridge.hold(t, true))
+		t.Cleanup(held.release)
 	}
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), in.name)
@@ -117,6 +123,9 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 
 	// The takeover, by a bridge that renders both templates differently.
 	bridgeUp(variant, "")
+	if held != nil {
+		held.share(t)
+	}
 	plan := in.renderingPlan(t, variant)
 	for _, id := range []string{a, b} {
 		p := planOf(t, plan, id)
@@ -136,7 +145,10 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	require.Len(t, workloadNodesIn(t, cloud, a), 3, "coe cluster config still works for the in-memory cluster")
 	require.Len(t, workloadNodesIn(t, cloud, b), 2, "and for the OpenStack one")
 
-	// Day-2 operations under the new bridge: none replaces an original machine.
+	// Day-2 operations under the new bridge: none replaces an original machine. The OpenStack
+	// cluster's resize runs meanwhile.
+	startB := time.Now()
+	mustOpenstack(t, cloud, "coe", "cluster", "resize", b, "2")
 	start = time.Now()
 	mustOpenstack(t, cloud, "coe", "cluster", "resize", a, "2")
 	waitStatus(t, cloud, a, 6*time.Minute, "UPDATE_COMPLETE")
@@ -167,10 +179,8 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	in.rotateCredentials(t, a, ca)
 	waitStatus(t, cloud, a, 3*time.Minute, "UPDATE_COMPLETE")
 	kept("credential rotation")
-	start = time.Now()
-	mustOpenstack(t, cloud, "coe", "cluster", "resize", b, "2")
 	waitStatus(t, cloud, b, 10*time.Minute, "UPDATE_COMPLETE")
-	timed(t, "upgrade: OpenStack resize 1 → 2", start)
+	timed(t, "upgrade: OpenStack resize 1 → 2 (next to the in-memory cluster's operations)", startB)
 	kept("the OpenStack cluster's resize 1 → 2")
 
 	// The operator's move: the plan names exactly the machines that roll; apply rolls them one
@@ -271,7 +281,7 @@ func upgradeInstanceOf(t *testing.T, name string) upgradeInstance {
 		return upgradeInstance{name: name, cloud: cloudDemo, magnumConf: "/etc/magnum/magnum.conf", bridgeConf: filepath.Join(etc, "bridge.conf")}
 	case "newest":
 		requireNewest(t)
-		return upgradeInstance{name: name, cloud: cloudNewest, magnumConf: filepath.Join(newestRoot, "etc/magnum/magnum.conf"),
+		return upgradeInstance{name: name, cloud: cloudNewestUpgrade, magnumConf: filepath.Join(newestRoot, "etc/magnum/magnum.conf"),
 			bridgeConf: filepath.Join(etc, "bridge-newest.conf")}
 	}
 	t.Fatalf("MCB_UPGRADE_INSTANCE: zed or newest, not %q", name)

@@ -237,9 +237,11 @@ def main():
 
     service_project = state.project("service", default, "Service users of the local stack")
     # peer_demo: the tenant of `make bench-peer`, whose clusters then never show in demo's lists
-    # while the end-to-end tests run beside it.
+    # while the end-to-end tests run beside it; upgrade_demo the upgrade test's, whose OpenStack
+    # cluster then never shows among the servers of the OpenStack tests' projects.
     for name, password_var in (("demo", "DEMO_PASSWORD"), ("alt_demo", "ALT_DEMO_PASSWORD"),
-                               ("peer_demo", "PEER_DEMO_PASSWORD")):
+                               ("peer_demo", "PEER_DEMO_PASSWORD"),
+                               ("upgrade_demo", "UPGRADE_DEMO_PASSWORD")):
         project = state.project(name, default, "Tenant %s of the local stack" % name)
         user = state.user(name, default, ENV[password_var], project=project)
         state.grant(member_role, user, project=project)
