@@ -62,36 +62,8 @@ cleanup() {
 trap cleanup EXIT
 
 # ---------------------------------------------------------------------------------------------
-PACKAGES=(barbican-api barbican-common python3-barbican uwsgi-core uwsgi-plugin-python3 python3-pymysql)
-MISSING=()
-for p in "${PACKAGES[@]}"; do
-	dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || MISSING+=("$p")
-done
-if ((${#MISSING[@]})); then
-	log "Barbican: installing ${MISSING[*]}"
-	debconf-set-selections <"$HERE/debconf-preseed.txt"
-	# Maintainer scripts must not start barbican-api on every interface: this script starts it.
-	if [ ! -e /usr/sbin/policy-rc.d ]; then
-		printf '#!/bin/sh\n# temporary, from deploy/local/openstack/barbican.sh\nexit 101\n' >/usr/sbin/policy-rc.d
-		chmod 0755 /usr/sbin/policy-rc.d
-		POLICY_RC_CREATED=1
-	fi
-	apt_install() {
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q \
-			--no-install-recommends -o Dpkg::Options::=--force-confold "${MISSING[@]}"
-	}
-	if ! apt_install; then
-		log "install failed; refreshing the package lists once and retrying"
-		apt-get -o DPkg::Lock::Timeout=900 update -q
-		apt_install
-	fi
-	if [ "$POLICY_RC_CREATED" = 1 ]; then
-		rm -f /usr/sbin/policy-rc.d
-		POLICY_RC_CREATED=0
-	fi
-else
-	log "Barbican: packages present"
-fi
+apt_install_missing deploy/local/openstack/barbican.sh barbican-api barbican-common python3-barbican uwsgi-core \
+	uwsgi-plugin-python3 python3-pymysql
 BARBICAN_VERSION=$(dpkg-query -W -f='${Version}' python3-barbican)
 
 # ---------------------------------------------------------------------------------------------

@@ -38,37 +38,8 @@ trap cleanup EXIT
 
 # ---------------------------------------------------------------------------------------------
 step "packages"
-PACKAGES=(mariadb-server rabbitmq-server keystone magnum-api python3-magnum uwsgi-core
-	uwsgi-plugin-python3 python3-pymysql python3-openstackclient python3-magnumclient curl)
-MISSING=()
-for p in "${PACKAGES[@]}"; do
-	dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || MISSING+=("$p")
-done
-if ((${#MISSING[@]})); then
-	log "installing: ${MISSING[*]}"
-	debconf-set-selections <"$HERE/debconf-preseed.txt"
-	# Maintainer scripts must not start services: up.sh starts exactly what it needs, on loopback.
-	if [ ! -e /usr/sbin/policy-rc.d ]; then
-		printf '#!/bin/sh\n# temporary, from deploy/local/openstack/up.sh\nexit 101\n' >/usr/sbin/policy-rc.d
-		chmod 0755 /usr/sbin/policy-rc.d
-		POLICY_RC_CREATED=1
-	fi
-	apt_install() {
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q \
-			--no-install-recommends -o Dpkg::Options::=--force-confold "${MISSING[@]}"
-	}
-	if ! apt_install; then
-		log "install failed; refreshing the package lists once and retrying"
-		apt-get -o DPkg::Lock::Timeout=900 update -q
-		apt_install
-	fi
-	if [ "$POLICY_RC_CREATED" = 1 ]; then
-		rm -f /usr/sbin/policy-rc.d
-		POLICY_RC_CREATED=0
-	fi
-else
-	log "all packages present"
-fi
+apt_install_missing deploy/local/openstack/up.sh mariadb-server rabbitmq-server keystone magnum-api python3-magnum \
+	uwsgi-core uwsgi-plugin-python3 python3-pymysql python3-openstackclient python3-magnumclient curl
 MAGNUM_VERSION=$(dpkg-query -W -f='${Version}' python3-magnum)
 KEYSTONE_VERSION=$(dpkg-query -W -f='${Version}' keystone)
 UWSGI=/usr/bin/uwsgi_python3
