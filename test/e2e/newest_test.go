@@ -57,12 +57,6 @@ type fileLock string
 // hold blocks until the lock is held (exclusive or shared) and returns its release.
 func (l fileLock) hold(t testing.TB, exclusive bool) func() {
 	t.Helper()
-	return l.acquire(t, exclusive).release
-}
-
-// acquire blocks until the lock is held, exclusive or shared.
-func (l fileLock) acquire(t testing.TB, exclusive bool) *heldLock {
-	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(string(l)), 0o755))
 	f, err := os.OpenFile(string(l), os.O_CREATE|os.O_RDWR, 0o644)
 	require.NoError(t, err)
@@ -71,18 +65,8 @@ func (l fileLock) acquire(t testing.TB, exclusive bool) *heldLock {
 		how = syscall.LOCK_EX
 	}
 	require.NoError(t, syscall.Flock(int(f.Fd()), how))
-	return &heldLock{f: f}
+	return func() { _ = f.Close() }
 }
-
-type heldLock struct{ f *os.File }
-
-// share turns an exclusive hold into a shared one: others may share it from now on.
-func (h *heldLock) share(t testing.TB) {
-	t.Helper()
-	require.NoError(t, syscall.Flock(int(h.f.Fd()), syscall.LOCK_SH))
-}
-
-func (h *heldLock) release() { _ = h.f.Close() }
 
 // nodeShow is what the tests read of a workload cluster's Node.
 type nodeShow struct {

@@ -56,15 +56,11 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 		require.NoError(t, err, "bridge-up.sh with %s: %s", bin, out)
 		timed(t, "bridge switched to "+filepath.Base(bin), start)
 	}
-	// The bridge is the test's alone while the previous release runs; once this tree's bridge (the
-	// variant) has taken over, the instance's other tests may share it: their clusters are built by
-	// the variant, which renders the workers' bootstrap differently, and restored to this tree's
-	// bridge at the end, a restart they ride through.
-	var held *heldLock
+	// The bridge is the test's alone: other releases run it, and this tree's offers the OpenStack
+	// flavor there, which the instance's other tests expect refused.
 	if in.name == "newest" {
-		held = newestBridge.acquire(t, true)
 		// Registered before the restore below: cleanups run last first, so it is released after.
-		t.Cleanup(held.release)
+		t.Cleanup(newestBridge.hold(t, true))
 	}
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), in.name)
@@ -123,9 +119,6 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 
 	// The takeover, by a bridge that renders both templates differently.
 	bridgeUp(variant, "")
-	if held != nil {
-		held.share(t)
-	}
 	plan := in.renderingPlan(t, variant)
 	for _, id := range []string{a, b} {
 		p := planOf(t, plan, id)
