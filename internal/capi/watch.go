@@ -159,34 +159,58 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if uuid == "" {
 		return reconcile.Result{}, nil // not ours
 	}
-	var mds clusterv1.MachineDeploymentList
-	if err := r.cache.List(ctx, &mds, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
+	obs, err := observe(ctx, r.cache, &c, true)
+	if err != nil {
 		return reconcile.Result{}, err
-	}
-	var machines clusterv1.MachineList
-	if err := r.cache.List(ctx, &machines, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
-		return reconcile.Result{}, err
-	}
-	obs := Observation{Cluster: &c, MachineDeployments: mds.Items, Machines: machines.Items}
-	if set := c.Annotations[addons.AnnotationAddonSet]; set != "" {
-		var binding addonsv1.ClusterResourceSetBinding
-		if err := r.cache.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, &binding); err == nil {
-			obs.AddonBinding = &binding
-		} else if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
-		var crs addonsv1.ClusterResourceSet
-		if err := r.cache.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: set}, &crs); err == nil {
-			obs.AddonSet = &crs
-		} else if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
 	}
 	after, err := r.sink.ClusterObserved(ctx, uuid, obs)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// observe reads what Cluster API says about the cluster c: from the watch's caches, or from the
+// apiserver itself (Client.Observe), then without the add-on set and its binding.
+func observe(ctx context.Context, r client.Reader, c *clusterv1.Cluster, withAddons bool) (Observation, error) {
+	var mds clusterv1.MachineDeploymentList
+	if err := r.List(ctx, &mds, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
+		return Observation{}, err
+	}
+	var machines clusterv1.MachineList
+	if err := r.List(ctx, &machines, client.InNamespace(c.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.Name}); err != nil {
+		return Observation{}, err
+	}
+	obs := Observation{Cluster: c, MachineDeployments: mds.Items, Machines: machines.Items}
+	if set := c.Annotations[addons.AnnotationAddonSet]; set != "" && withAddons {
+		var binding addonsv1.ClusterResourceSetBinding
+		if err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, &binding); err == nil {
+			obs.AddonBinding = &binding
+		} else if !apierrors.IsNotFound(err) {
+			return Observation{}, err
+		}
+		var crs addonsv1.ClusterResourceSet
+		if err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: set}, &crs); err == nil {
+			obs.AddonSet = &crs
+		} else if !apierrors.IsNotFound(err) {
+			return Observation{}, err
+		}
+	}
+	return obs, nil
+}
+
+// Observe reads the Cluster, its MachineDeployments and Machines from the apiserver itself, not a
+// cache (no add-on set: the caller keeps the watch's); found is false when the Cluster does not exist.
+func (c *Client) Observe(ctx context.Context, namespace, name string) (obs Observation, found bool, err error) {
+	var cl clusterv1.Cluster
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &cl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Observation{}, false, nil
+		}
+		return Observation{}, false, err
+	}
+	obs, err = observe(ctx, c.Client, &cl, false)
+	return obs, err == nil, err
 }
 
 func metav1LabelSelector() metav1.LabelSelector {

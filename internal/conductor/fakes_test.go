@@ -369,6 +369,8 @@ type fakeKube struct {
 	cloudFailures []string
 	// machines is what Machines answers.
 	machines []capi.Machine
+	// live is what Observe answers (the apiserver itself); nil: no Cluster.
+	live *capi.Observation
 }
 
 func newFakeKube(f *faults) *fakeKube {
@@ -503,6 +505,16 @@ func (k *fakeKube) DeleteClusterSecrets(_ context.Context, ns, clusterUUID strin
 		delete(k.secrets, key)
 	}
 	return nil
+}
+
+func (k *fakeKube) Observe(_ context.Context, _, _ string) (capi.Observation, bool, error) {
+	if err := k.f.check("kube.Observe"); err != nil {
+		return capi.Observation{}, false, err
+	}
+	if k.live == nil {
+		return capi.Observation{}, false, nil
+	}
+	return *k.live, true, nil
 }
 
 func (k *fakeKube) CloudFailures(_ context.Context, _, _ string) ([]string, error) {

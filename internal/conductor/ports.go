@@ -98,6 +98,10 @@ type Kube interface {
 	Machines(ctx context.Context, namespace, clusterName string) ([]capi.Machine, error)
 	DeleteCluster(ctx context.Context, namespace, name string) (gone bool, err error)
 	DeleteClusterSecrets(ctx context.Context, namespace, clusterUUID string) error
+	// Observe reads a Cluster, its MachineDeployments and Machines from the apiserver itself (the
+	// status sync's observations come from the watch's caches; the add-on set is not read); found
+	// is false when the Cluster does not exist.
+	Observe(ctx context.Context, namespace, name string) (obs capi.Observation, found bool, err error)
 	// CloudFailures lists the infrastructure provider's refusals for a CAPI cluster (CAPO's
 	// conditions of severity Error), read on demand.
 	CloudFailures(ctx context.Context, namespace, clusterName string) ([]string, error)

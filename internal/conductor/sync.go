@@ -73,6 +73,21 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		obs.CloudFailures = failures
 	}
 	d := capi.Decide(cur, obs, now)
+	if d.Terminal && status == magnum.StatusUpdateInProgress && d.Status == magnum.StatusUpdateComplete && obs.Cluster != nil {
+		// The watch's caches are separate streams: a Cluster that took in an update (a moved class,
+		// say) can arrive before its MachineDeployments have started rolling. An update ends only
+		// when the apiserver itself says it has.
+		live, found, err := c.kube.Observe(ctx, obs.Cluster.Namespace, obs.Cluster.Name)
+		if err != nil {
+			return 0, err
+		}
+		if found {
+			live.CloudFailures, live.AddonBinding, live.AddonSet = obs.CloudFailures, obs.AddonBinding, obs.AddonSet
+			if again := capi.Decide(cur, live, now); again.Status != d.Status {
+				return time.Second, nil // the caches catch up; this or the next event decides
+			}
+		}
+	}
 	d.StatusReason = redactEndpoints(d.StatusReason)
 	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
 		note := "labels not implemented by magnum-capi-bridge (ignored): " + strings.Join(unimpl, ", ")
