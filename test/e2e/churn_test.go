@@ -300,7 +300,9 @@ func TestChurnWithReplicas(t *testing.T) {
 	t.Logf("churn: all %d clusters final %s after the first request", total, converged.Round(time.Second))
 
 	// Consistency of each cluster.
-	creds := demoCredentialNames(t, cloud)
+	// Keystone's catalog is in RegionOne: the demo user's application credentials are listed there,
+	// whichever Magnum the clusters went through.
+	creds := demoCredentialNames(t, cloudDemo)
 	for _, id := range ids {
 		if deleted[id] {
 			if msg := e.gone(id); msg != "" {
