@@ -89,16 +89,11 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		c.log.Warn("cluster_create refused: its template no longer exists; no row recorded", "cluster", id, "template", templateID)
 		return nil, invalidParameter(fmt.Sprintf("cluster template %s does not exist", templateID))
 	}
+	in := c.renderInput(cl, tmpl, nil, nil)
 	if refusal == nil {
-		// Before any write: the labels' values and the Kubernetes version the cluster would get on
-		// its template's image (docs/labels.md, kube_tag). A refusal is recorded as CREATE_FAILED
+		// Before any write: the flavor and the labels' values. A refusal is recorded as CREATE_FAILED
 		// below and nothing is made, in the management cluster or in Keystone.
-		in := c.renderInput(cl, tmpl, nil, nil)
-		img := c.lookupImage(ctx, req.Context, project, in.Template.ImageID)
-		steps.mark("image")
-		if _, err := templates.Preflight(in, img, c.versionPolicy()); err != nil {
-			refusal = err
-		}
+		refusal = templates.PreflightLabels(in)
 	}
 	now := c.opts.Now().UTC()
 	cl.Status.Set(magnum.Transitions[magnum.OpClusterCreate].InProgress)
@@ -130,6 +125,15 @@ func (c *Conductor) ClusterCreate(ctx context.Context, req *rpc.Request) (any, e
 		return nil, rpc.Retry(err)
 	}
 	steps.mark("reread")
+	// The Kubernetes version the cluster would get on its template's image (docs/labels.md, kube_tag)
+	// once the row exists: magnum-api answered 202 already, and a client polling it (Terraform)
+	// takes a 404 for a deleted cluster; the image is a call to Glance. A refusal fails the create
+	// before anything is made.
+	img := c.lookupImage(ctx, req.Context, project, in.Template.ImageID)
+	steps.mark("image")
+	if _, err := templates.Preflight(in, img, c.versionPolicy()); err != nil {
+		return nil, c.failOperation(ctx, stored, magnum.StatusCreateInProgress, "", err)
+	}
 	err = c.resumeCreate(ctx, stored, req)
 	steps.mark("claim+credentials")
 	return nil, err

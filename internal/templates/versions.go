@@ -235,16 +235,23 @@ func sameVersion(a, b string) bool {
 	return err1 == nil && err2 == nil && x.EqualTo(y)
 }
 
+// PreflightLabels is Preflight without the image: the flavor the labels choose is offered, and every
+// label's value is valid.
+func PreflightLabels(in Input) error {
+	in.Flavor = SelectedFlavor(in.Cluster.Labels, in.Flavor)
+	if err := checkFlavor(in); err != nil {
+		return err
+	}
+	_, err := ValidateLabels(in.Flavor, in.Cluster.Labels)
+	return err
+}
+
 // Preflight is what a create checks before anything is written or built: the infrastructure
 // flavor the labels choose, every label's value by its type (ValidateLabels), and the Kubernetes
 // version (CheckKubernetesVersion) on the image img (img.Ref defaults to the template's image).
 // It returns the version the cluster is built with.
 func Preflight(in Input, img Image, p VersionPolicy) (string, error) {
-	in.Flavor = SelectedFlavor(in.Cluster.Labels, in.Flavor)
-	if err := checkFlavor(in); err != nil {
-		return "", err
-	}
-	if _, err := ValidateLabels(in.Flavor, in.Cluster.Labels); err != nil {
+	if err := PreflightLabels(in); err != nil {
 		return "", err
 	}
 	if img.Ref == "" {
