@@ -100,7 +100,7 @@ churn: build
 ## upgrade-test: the previous release builds clusters on `make up`'s stack, this tree's bridge (rendering
 ## differently: -tags renderingvariant) takes over; no machine is replaced until `rendering apply` or an
 ## upgrade (docs/upgrades.md). Replaces the Magnum 23 instance's bridge (UPGRADE_INSTANCE=zed: the
-## other's), restored at the end; make test runs it next to the e2e package.
+## other's), restored at the end.
 UPGRADE_INSTANCE ?= newest
 upgrade-test: build
 	MCB_UPGRADE=1 MCB_UPGRADE_INSTANCE=$(UPGRADE_INSTANCE) $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestBridgeUpgradeFromThePreviousRelease$$' -v ./test/e2e \
