@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,12 +13,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
-	"github.com/gophercloud/gophercloud/v2/openstack/keymanager/v1/containers"
-	"github.com/gophercloud/gophercloud/v2/openstack/keymanager/v1/secrets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican/barbicantest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
@@ -32,28 +30,11 @@ import (
 // barbicanObjects lists the hrefs of every secret and container in the service user's project.
 func barbicanObjects(t *testing.T, auth keystone.PasswordAuth) []string {
 	t.Helper()
-	ctx := context.Background()
-	kc, err := keystone.NewPasswordClient(ctx, auth)
+	kc, err := keystone.NewPasswordClient(context.Background(), auth)
 	require.NoError(t, err)
 	km, err := openstack.NewKeyManagerV1(kc.ProviderClient(), gophercloud.EndpointOpts{})
 	require.NoError(t, err)
-	var out []string
-	pages, err := secrets.List(km, secrets.ListOpts{Limit: 100}).AllPages(ctx)
-	require.NoError(t, err)
-	ss, err := secrets.ExtractSecrets(pages)
-	require.NoError(t, err)
-	for _, s := range ss {
-		out = append(out, s.SecretRef)
-	}
-	pages, err = containers.List(km, containers.ListOpts{Limit: 100}).AllPages(ctx)
-	require.NoError(t, err)
-	cs, err := containers.ExtractContainers(pages)
-	require.NoError(t, err)
-	for _, c := range cs {
-		out = append(out, c.ContainerRef)
-	}
-	slices.Sort(out)
-	return out
+	return barbicantest.ProjectObjects(t, km)
 }
 
 // With cert_manager_type = barbican a new cluster's set goes to the real Barbican and its row refers

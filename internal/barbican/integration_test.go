@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"text/template"
@@ -28,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/barbican/barbicantest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
@@ -187,24 +187,7 @@ func TestUnreachableBarbican(t *testing.T) {
 // projectObjects lists the hrefs of every secret and container in the service user's project.
 func projectObjects(t *testing.T, kc *gophercloud.ServiceClient) []string {
 	t.Helper()
-	ctx := context.Background()
-	var out []string
-	pages, err := secrets.List(kc, secrets.ListOpts{Limit: 100}).AllPages(ctx)
-	require.NoError(t, err)
-	ss, err := secrets.ExtractSecrets(pages)
-	require.NoError(t, err)
-	for _, s := range ss {
-		out = append(out, s.SecretRef)
-	}
-	pages, err = containers.List(kc, containers.ListOpts{Limit: 100}).AllPages(ctx)
-	require.NoError(t, err)
-	cs, err := containers.ExtractContainers(pages)
-	require.NoError(t, err)
-	for _, c := range cs {
-		out = append(out, c.ContainerRef)
-	}
-	slices.Sort(out)
-	return out
+	return barbicantest.ProjectObjects(t, kc)
 }
 
 // A store that Barbican refuses half-way (here the container: its name is longer than Barbican
