@@ -37,18 +37,25 @@ func barbicanObjects(t *testing.T, auth keystone.PasswordAuth) []string {
 	return barbicantest.ProjectObjects(t, km)
 }
 
+// barbicanStore is the local Barbican, a store on a fresh MariaDB with Magnum's schema, and Magnum's
+// service user, as the Barbican tests of this package use them.
+func barbicanStore(t *testing.T) (testutil.Barbican, store, keystone.PasswordAuth) {
+	t.Helper()
+	target := testutil.RequireBarbican(t)
+	s, err := db.Open(context.Background(), dbtest.NewMySQL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	auth := keystone.PasswordAuth{AuthURL: target.KeystoneURL, Username: target.Username, UserDomainID: "default",
+		Password: keystone.NewSecret(target.Password), ProjectName: target.ProjectName, ProjectDomainID: "default"}
+	return target, store{s}, auth
+}
+
 // With cert_manager_type = barbican a new cluster's set goes to the real Barbican and its row refers
 // to the containers; a retry keeps the set; a set Barbican refuses half-way leaves nothing behind
 // and the row unset; a missing cluster gets nothing written; a delete removes what Magnum removes.
 func TestBarbicanStoreClusterSet(t *testing.T) {
-	target := testutil.RequireBarbican(t)
+	target, st, auth := barbicanStore(t)
 	ctx := context.Background()
-	s, err := db.Open(ctx, dbtest.NewMySQL(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	st := store{s}
-	auth := keystone.PasswordAuth{AuthURL: target.KeystoneURL, Username: target.Username, UserDomainID: "default",
-		Password: keystone.NewSecret(target.Password), ProjectName: target.ProjectName, ProjectDomainID: "default"}
 	o := &Options{Barbican: &BarbicanOptions{Service: auth, Region: target.Region, Dialect: barbican.DialectBarbicanClient}}
 	backend, err := certBackend(o, st, nil)
 	require.NoError(t, err)
@@ -66,7 +73,7 @@ func TestBarbicanStoreClusterSet(t *testing.T) {
 		return cl.UUID.Or("")
 	}
 	rowRefs := func(id string) certs.Refs {
-		row, err := s.GetCluster(ctx, id)
+		row, err := st.Store.GetCluster(ctx, id)
 		require.NoError(t, err)
 		return refsOfRow(row)
 	}
@@ -189,25 +196,19 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // row refers to nothing, and what was written and could not be removed then is removed by the retry
 // once Barbican is back, which stores the set.
 func TestBarbicanGoneHalfWayThroughASet(t *testing.T) {
-	target := testutil.RequireBarbican(t)
+	target, st, auth := barbicanStore(t)
 	ctx := context.Background()
-	s, err := db.Open(ctx, dbtest.NewMySQL(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	st := store{s}
-	auth := keystone.PasswordAuth{AuthURL: target.KeystoneURL, Username: target.Username, UserDomainID: "default",
-		Password: keystone.NewSecret(target.Password), ProjectName: target.ProjectName, ProjectDomainID: "default"}
 	network := &flakyNetwork{barbicanHost: strings.TrimPrefix(target.URL, "http://")}
 	vault := barbican.New(barbican.Options{Service: auth, Region: target.Region, Dialect: barbican.DialectOpenStackSDK,
 		HTTPClient: network.wrap(network.client())})
-	m := certs.NewManager(barbicanCerts{Backend: vault, st: s})
+	m := certs.NewManager(barbicanCerts{Backend: vault, st: st.Store})
 	before := barbicanObjects(t, auth)
 
 	cl := &magnum.Cluster{}
 	cl.UUID.Set(uuid.NewString())
 	cl.Name.Set("k8s-flaky")
 	cl.Status.Set(magnum.StatusCreateInProgress)
-	_, err = st.CreateCluster(ctx, cl, nil)
+	_, err := st.CreateCluster(ctx, cl, nil)
 	require.NoError(t, err)
 	id := cl.UUID.Or("")
 	pki, err := certs.GenerateClusterWithOptions("k8s-flaky", certs.GenerateOptions{RSAKeySize: 2048})
@@ -219,7 +220,7 @@ func TestBarbicanGoneHalfWayThroughASet(t *testing.T) {
 	assert.True(t, barbican.IsError(err), "%v", err)
 	assert.Contains(t, err.Error(), `Barbican: store certificate container "k8s-flaky"`)
 	assert.Contains(t, err.Error(), "connection refused")
-	row, err := s.GetCluster(ctx, id)
+	row, err := st.Store.GetCluster(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, certs.Refs{ClusterUUID: id}, refsOfRow(row), "the row refers to nothing")
 	assert.Len(t, vault.Leftovers(), 2+3, "two containers and the third's three secrets wait for Barbican")
@@ -232,7 +233,7 @@ func TestBarbicanGoneHalfWayThroughASet(t *testing.T) {
 	assert.Empty(t, vault.Leftovers())
 	assert.Len(t, barbicanObjects(t, auth), len(before)+16, "only the stored set is left")
 
-	row, err = s.GetCluster(ctx, id)
+	row, err = st.Store.GetCluster(ctx, id)
 	require.NoError(t, err)
 	refs := refsOfRow(row)
 	require.NoError(t, m.DeleteCluster(ctx, refs))
