@@ -286,11 +286,10 @@ keep_original() {
 # sql: run SQL from stdin as MariaDB's root (unix socket), without echoing it: it may hold passwords.
 # apt_install_missing WHO PACKAGE...: installs those of the packages that are not installed yet, with
 # openstack/debconf-preseed.txt's answers, and keeps their maintainer scripts from starting services
-# (WHO, the calling script, starts what it needs, on loopback); a failed install is retried once after
-# an apt update. The temporary /usr/sbin/policy-rc.d is noted in POLICY_RC_CREATED for the caller's
-# EXIT trap, should the install end the script.
+# (WHO, the calling script, starts what it needs, on loopback) with a temporary policy-rc.d that goes
+# whatever happens to the install; a failed install is retried once after an apt update.
 apt_install_missing() {
-	local who=$1 p missing=()
+	local who=$1 p missing=() created=0
 	shift
 	for p in "$@"; do
 		dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
@@ -304,19 +303,18 @@ apt_install_missing() {
 	if [ ! -e /usr/sbin/policy-rc.d ]; then
 		printf '#!/bin/sh\n# temporary, from %s\nexit 101\n' "$who" >/usr/sbin/policy-rc.d
 		chmod 0755 /usr/sbin/policy-rc.d
-		POLICY_RC_CREATED=1
+		created=1
 	fi
-	if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q \
-		--no-install-recommends -o Dpkg::Options::=--force-confold "${missing[@]}"; then
-		log "install failed; refreshing the package lists once and retrying"
-		apt-get -o DPkg::Lock::Timeout=900 update -q
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q \
-			--no-install-recommends -o Dpkg::Options::=--force-confold "${missing[@]}"
-	fi
-	if [ "${POLICY_RC_CREATED:-0}" = 1 ]; then
-		rm -f /usr/sbin/policy-rc.d
-		POLICY_RC_CREATED=0
-	fi
+	(
+		[ "$created" = 0 ] || trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+		if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q \
+			--no-install-recommends -o Dpkg::Options::=--force-confold "${missing[@]}"; then
+			log "install failed; refreshing the package lists once and retrying"
+			apt-get -o DPkg::Lock::Timeout=900 update -q
+			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -q \
+				--no-install-recommends -o Dpkg::Options::=--force-confold "${missing[@]}"
+		fi
+	)
 }
 
 sql() { mysql -uroot --batch --skip-column-names; }

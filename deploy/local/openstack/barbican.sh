@@ -54,12 +54,7 @@ esac
 install -d -m 0755 "$MCB_STATE_DIR" "$MCB_RUN_DIR" "$MCB_LOG_DIR" "$MCB_ETC_DIR"
 log "barbican.sh: start"
 TMP=$(mktemp -d)
-POLICY_RC_CREATED=0
-cleanup() {
-	rm -rf "$TMP"
-	if [ "$POLICY_RC_CREATED" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-}
-trap cleanup EXIT
+trap 'rm -rf "$TMP"' EXIT
 
 # ---------------------------------------------------------------------------------------------
 apt_install_missing deploy/local/openstack/barbican.sh barbican-api barbican-common python3-barbican uwsgi-core \

@@ -29,12 +29,7 @@ step() {
 }
 
 TMP=$(mktemp -d)
-POLICY_RC_CREATED=0
-cleanup() {
-	rm -rf "$TMP"
-	if [ "$POLICY_RC_CREATED" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-}
-trap cleanup EXIT
+trap 'rm -rf "$TMP"' EXIT
 
 # ---------------------------------------------------------------------------------------------
 step "packages"
