@@ -27,6 +27,11 @@ type Observation struct {
 	Cluster            *clusterv1.Cluster
 	MachineDeployments []clusterv1.MachineDeployment
 	Machines           []clusterv1.Machine
+	// MachineSets are read only from the apiserver itself (Client.Observe), nil from the watch: a
+	// MachineDeployment that has taken in a new template may report its old machines up to date for
+	// a moment, until their MachineSet is reconciled; a MachineSet of an old template still holding
+	// machines says the rollout has not ended.
+	MachineSets []clusterv1.MachineSet
 	// AddonBinding and AddonSet are the cluster's ClusterResourceSetBinding and the add-on set its
 	// annotation names (addons.AnnotationAddonSet); nil until they exist.
 	AddonBinding *addonsv1.ClusterResourceSetBinding
@@ -325,6 +330,9 @@ func rollingOut(obs Observation) bool {
 		if md.Status.ObservedGeneration != 0 && md.Status.ObservedGeneration < md.Generation {
 			return true // a new template (a class move) the MachineDeployment has not taken in yet
 		}
+		if obs.MachineSets != nil && !rolledOver(md, obs.MachineSets) {
+			return true
+		}
 		want := i32(md.Spec.Replicas)
 		if i32(md.Status.Replicas) != want || i32(md.Status.AvailableReplicas) != want || i32(md.Status.UpToDateReplicas) != want {
 			return true
@@ -334,6 +342,30 @@ func rollingOut(obs Observation) bool {
 		return true
 	}
 	return false
+}
+
+// rolledOver is true when md's machines all belong to a MachineSet of its current template: the
+// old template's sets hold none, and a set of the new one exists once any machine is wanted.
+func rolledOver(md clusterv1.MachineDeployment, sets []clusterv1.MachineSet) bool {
+	current := false
+	for _, ms := range sets {
+		if ms.Labels[clusterv1.MachineDeploymentNameLabel] != md.Name || (ms.DeletionTimestamp != nil && i32(ms.Status.Replicas) == 0) {
+			continue
+		}
+		if sameTemplate(ms.Spec.Template.Spec, md.Spec.Template.Spec) {
+			current = true
+		} else if i32(ms.Spec.Replicas) > 0 || i32(ms.Status.Replicas) > 0 {
+			return false
+		}
+	}
+	return current || i32(md.Spec.Replicas) == 0
+}
+
+// sameTemplate compares what a rollout replaces machines for: the bootstrap and infrastructure
+// templates and the version.
+func sameTemplate(a, b clusterv1.MachineSpec) bool {
+	return a.Bootstrap.ConfigRef.Name == b.Bootstrap.ConfigRef.Name && a.InfrastructureRef.Name == b.InfrastructureRef.Name &&
+		a.Version == b.Version
 }
 
 // Progress is a one-line status reason while an operation runs, e.g.

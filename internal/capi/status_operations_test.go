@@ -209,8 +209,32 @@ func TestMoveEndsOnceTheClusterHasRolledToItsClass(t *testing.T) {
 
 	obs.MachineDeployments[0].Status.ObservedGeneration = 3
 	d = Decide(cur, obs, now)
-	require.Equal(t, magnum.StatusUpdateComplete, d.Status)
+	require.Equal(t, magnum.StatusUpdateComplete, d.Status, "no MachineSets observed (the watch's view): the counts decide")
 	require.Empty(t, d.StatusReason)
+
+	// Read from the apiserver: the MachineDeployment has taken in its new template and still counts
+	// its old machines up to date; the old template's MachineSet holding them says otherwise.
+	md := &obs.MachineDeployments[0]
+	md.Name = "c-default-worker"
+	md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = "c-default-worker-new"
+	md.Spec.Template.Spec.InfrastructureRef.Name = "c-default-worker-infra"
+	set := func(name, bootstrap string, replicas int32) clusterv1.MachineSet {
+		ms := clusterv1.MachineSet{}
+		ms.Name = name
+		ms.Labels = map[string]string{clusterv1.MachineDeploymentNameLabel: md.Name}
+		ms.Spec.Replicas, ms.Status.Replicas = ptr.To(replicas), ptr.To(replicas)
+		ms.Spec.Template.Spec.Bootstrap.ConfigRef.Name = bootstrap
+		ms.Spec.Template.Spec.InfrastructureRef.Name = "c-default-worker-infra"
+		return ms
+	}
+	obs.MachineSets = []clusterv1.MachineSet{set("old", "c-default-worker-old", 2)}
+	require.Equal(t, magnum.StatusUpdateInProgress, Decide(cur, obs, now).Status, "no MachineSet of the new template yet")
+	obs.MachineSets = append(obs.MachineSets, set("new", "c-default-worker-new", 0))
+	require.Equal(t, magnum.StatusUpdateInProgress, Decide(cur, obs, now).Status, "the old template's set still holds machines")
+	obs.MachineSets = []clusterv1.MachineSet{set("old", "c-default-worker-old", 0), set("new", "c-default-worker-new", 2),
+		set("other-group", "c-other-old", 1)}
+	obs.MachineSets[2].Labels[clusterv1.MachineDeploymentNameLabel] = "c-other"
+	require.Equal(t, magnum.StatusUpdateComplete, Decide(cur, obs, now).Status, "the old set is empty; another group's sets are not this one's")
 }
 
 func TestMovingTo(t *testing.T) {

@@ -199,8 +199,8 @@ func observe(ctx context.Context, r client.Reader, c *clusterv1.Cluster, withAdd
 	return obs, nil
 }
 
-// Observe reads the Cluster, its MachineDeployments and Machines from the apiserver itself, not a
-// cache (no add-on set: the caller keeps the watch's); found is false when the Cluster does not exist.
+// Observe reads the Cluster, its MachineDeployments, MachineSets and Machines from the apiserver
+// itself, not a cache (no add-on set: the caller keeps the watch's); found is false when the Cluster does not exist.
 func (c *Client) Observe(ctx context.Context, namespace, name string) (obs Observation, found bool, err error) {
 	var cl clusterv1.Cluster
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &cl); err != nil {
@@ -210,7 +210,18 @@ func (c *Client) Observe(ctx context.Context, namespace, name string) (obs Obser
 		return Observation{}, false, err
 	}
 	obs, err = observe(ctx, c.Client, &cl, false)
-	return obs, err == nil, err
+	if err != nil {
+		return Observation{}, false, err
+	}
+	var sets clusterv1.MachineSetList
+	if err := c.List(ctx, &sets, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return Observation{}, false, err
+	}
+	obs.MachineSets = sets.Items
+	if obs.MachineSets == nil {
+		obs.MachineSets = []clusterv1.MachineSet{}
+	}
+	return obs, true, nil
 }
 
 func metav1LabelSelector() metav1.LabelSelector {

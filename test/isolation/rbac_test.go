@@ -82,6 +82,7 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "clusters"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "clusters"}, "delete")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machinesets"}, "list")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
 	// Start-up checks the admission policies that confine it, by name.
