@@ -19,31 +19,39 @@ import (
 // finishes once CAPI deletes the cluster. CAPI is made to never converge the real way: the
 // Cluster is paused (spec.paused), as an operator or a stuck controller would leave it.
 //
-// It restarts the Magnum 23 bridge with one-minute deadlines, holding it alone (newestBridge): the
-// other tests that use that bridge wait, the rest run on.
+// It restarts the Magnum 23 bridge with one-minute deadlines, holding it alone (newestBridge) from
+// the update until the delete has failed: the other tests that use that bridge wait meanwhile, the
+// rest run on. The cluster is built before, and its delete finished after, next to them.
 func TestOperationDeadlines(t *testing.T) {
 	requireNewest(t)
 	t.Parallel()
-	defer newestBridge.hold(t, true)() // released after the cleanups below have restored the bridge's configuration
-	t.Run("newest", func(t *testing.T) { operationDeadlines(t, cloudNewest, "newest", "magnum23-") })
-}
-
-// operationDeadlines runs the test against one bridge instance (zed or newest, serving cloud; its
-// namespaces are nsPrefix<project>).
-func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
+	const cloud, instance, nsPrefix = cloudNewest, "newest", "magnum23-"
 	bridgeUp := func(extra string) {
 		cmd := exec.Command(filepath.Join(repoRoot(t), "deploy/local/bridge-up.sh"), instance)
 		cmd.Env = append(os.Environ(), "BRIDGE_EXTRA_CONFIG="+extra)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, string(out))
 	}
-	short := "update_timeout = 1\ndelete_timeout = 1"
-	bridgeUp(short)
-	t.Cleanup(func() { bridgeUp("") })
-
+	shared := newestBridge.hold(t, false)
+	t.Cleanup(shared) // a second release of a hold does nothing
 	tmpl := createTemplate(t, cloud)
 	id := createCluster(t, cloud, tmpl, "deadline-"+testutil.RandomHex(3), "--node-count", "1")
 	waitStatus(t, cloud, id, 8*time.Minute, "CREATE_COMPLETE")
+	shared()
+
+	exclusive := newestBridge.hold(t, true)
+	t.Cleanup(exclusive) // registered before the restore: cleanups run last first
+	short := "update_timeout = 1\ndelete_timeout = 1"
+	bridgeUp(short)
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			bridgeUp("")
+			exclusive()
+		}
+	}
+	t.Cleanup(restore)
 	// The CAPI Cluster is found by the bridge's label: Magnum 23's CLI does not show stack_id.
 	out, err := kubectl(t, mgmtKubeconfig, "get", "clusters.cluster.x-k8s.io", "-A",
 		"-l", "magnum.openstack.org/cluster-uuid="+id, "-o", "jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{\"\\n\"}{end}")
@@ -93,6 +101,9 @@ func operationDeadlines(t *testing.T, cloud, instance, nsPrefix string) {
 	c = waitUntil(t, cloud, id, 4*time.Minute, "DELETE_FAILED")
 	timed(t, "delete never finishing → DELETE_FAILED", start)
 	require.Contains(t, c.StatusReason, "delete_timeout of 1m0s")
+	// The bridge with its own deadlines again, shared: it finishes the failed delete as any would.
+	restore()
+	shareNewestBridge(t)
 	pause(false)
 	waitGone(t, cloud, id, 5*time.Minute)
 	timed(t, "DELETE_FAILED → gone once CAPI deleted the cluster", start)
