@@ -4,10 +4,10 @@
 # The order follows what each stage shares. The end-to-end package starts as soon as the stack is up
 # and runs E2E_PARALLEL tests at a time (they mostly wait on clusters); once its binary is built, the
 # unit and integration tiers run next to it, then CAPO's simulator module and the scale smoke beside
-# the peer smoke (a tenant of its own, peer_demo); the churn smoke runs next to them all, on the
-# Magnum 23 instance. The fault matrix restarts services every other test uses: its preparation (creates only)
-# starts once the other packages have ended, its first fault waits until the end-to-end package, the
-# churn test and the peer smoke have.
+# the peer smoke (a tenant of its own, peer_demo); the upgrade test and the churn smoke run next to
+# them all, on the Magnum 23 instance. The fault matrix restarts services every other test uses: its
+# preparation (creates only) starts once the other packages have ended, its first fault waits until
+# the end-to-end package, the upgrade and churn tests and the peer smoke have.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=lib.sh
@@ -115,14 +115,17 @@ if [[ -n ${e2e_pid:-} ]]; then
   done
   echo "== e2e tests started after $((SECONDS - T0))s; the other packages start now"
 fi
-# The churn test with the previous release as one of three replicas (a rolling upgrade half-way; 10
-# creates and 5 deletes while the leader is killed): it replaces the Magnum 23 instance's bridges,
-# held alone through a file lock the e2e package's tests of that instance share. A process of its own
-# next to the e2e package, started once its binary is built (its test binary is the same build). The
-# upgrade test (`make upgrade-test`) is not part of make test yet: an operator's move of an OpenStack
-# cluster still ends before its machines have rolled.
-churn_rc=0
+# The upgrade test (the previous release builds clusters, this tree's bridge rendering differently
+# takes over) and the churn test with the previous release as one of three replicas (a rolling
+# upgrade half-way; 10 creates and 5 deletes while the leader is killed): each replaces the Magnum 23
+# instance's bridge, held alone through a file lock the e2e package's tests of that instance share.
+# Processes of their own next to the e2e package, started once its binary is built (theirs is the
+# same build).
+upgrade_rc=0 churn_rc=0
 if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
+  MCB_UPGRADE=1 stage "upgrade test (previous release, Magnum 23)" gotest upgrade "$LOG_DIR/test-upgrade.log" \
+    -run '^TestBridgeUpgradeFromThePreviousRelease$' ./test/e2e &
+  upgrade_pid=$!
   MCB_CHURN=1 MCB_CHURN_INSTANCE=newest MCB_CHURN_PREVIOUS=1 MCB_CHURN_CLUSTERS=10 MCB_CHURN_DELETES=5 MCB_CHURN_SEED=3 \
     stage "churn smoke (previous release as a replica, Magnum 23)" gotest churn "$LOG_DIR/churn-3.log" \
     -run '^TestChurnWithReplicas$' ./test/e2e &
@@ -159,6 +162,9 @@ fi
 if [[ -n ${peer_pid:-} ]]; then
   wait "$peer_pid" || peer_rc=$?
 fi
+if [[ -n ${upgrade_pid:-} ]]; then
+  wait "$upgrade_pid" || upgrade_rc=$?
+fi
 if [[ -n ${churn_pid:-} ]]; then
   wait "$churn_pid" || churn_rc=$?
 fi
@@ -171,5 +177,5 @@ fi
 smokes_rc=$peer_rc
 
 table
-echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, churn $churn_rc, fault matrix $faults_rc, smokes $smokes_rc"
-((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && churn_rc == 0 && faults_rc == 0 && smokes_rc == 0))
+echo "== make test: python $py_rc, packages $others_rc, e2e $e2e_rc, upgrade $upgrade_rc, churn $churn_rc, fault matrix $faults_rc, smokes $smokes_rc"
+((py_rc == 0 && others_rc == 0 && e2e_rc == 0 && upgrade_rc == 0 && churn_rc == 0 && faults_rc == 0 && smokes_rc == 0))

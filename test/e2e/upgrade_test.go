@@ -24,16 +24,16 @@ import (
 // before = after, over 3 minutes and after each of: resize 1→2, resize 2→1 with nodes_to_remove, a
 // node group created and deleted, a credential rotation — statuses stay, `coe cluster config` works.
 // The operator's `rendering plan` lists both clusters and exactly the machines that will roll;
-// `rendering apply --concurrency 1` rolls them one cluster at a time; `coe cluster upgrade` rolls
-// every machine; delete leaves nothing.
+// `rendering apply --concurrency 1` rolls them one cluster at a time; then, with the stack's own
+// bridge back, `coe cluster upgrade` rolls every machine and delete leaves nothing.
 //
 // It runs on the Magnum 23 instance (MCB_UPGRADE_INSTANCE=zed for the other), holding its bridge
 // alone (newestBridge) and replacing it (restored at the end): opt-in, MCB_UPGRADE=1, which `make
-// upgrade-test` sets.
+// upgrade-test` sets and `make test` runs next to the e2e package.
 func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 	requireStack(t)
 	if os.Getenv("MCB_UPGRADE") != "1" {
-		t.Skip("the upgrade test replaces a bridge of the stack with the previous release and back: `make upgrade-test` (MCB_UPGRADE=1); not in make test until a move of an OpenStack cluster waits for its rollout")
+		t.Skip("the upgrade test replaces a bridge of the stack with the previous release and back: `make upgrade-test` (MCB_UPGRADE=1); make test runs it next to the e2e package")
 	}
 	in := upgradeInstanceOf(t, testutil.Env("MCB_UPGRADE_INSTANCE", "newest"))
 	cloud := in.cloud
@@ -56,19 +56,27 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 		require.NoError(t, err, "bridge-up.sh with %s: %s", bin, out)
 		timed(t, "bridge switched to "+filepath.Base(bin), start)
 	}
-	// The bridge is the test's alone: other releases run it, and this tree's offers the OpenStack
-	// flavor there, which the instance's other tests expect refused.
+	// The bridge is the test's alone until the operator's move has ended: other releases run it, and
+	// this tree's offers the OpenStack flavor there, which the instance's other tests expect refused.
+	release := func() {}
 	if in.name == "newest" {
 		// Registered before the restore below: cleanups run last first, so it is released after.
-		t.Cleanup(newestBridge.hold(t, true))
+		release = newestBridge.hold(t, true)
+		t.Cleanup(release)
 	}
-	t.Cleanup(func() {
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
 		cmd := exec.Command(filepath.Join(root, "deploy/local/bridge-up.sh"), in.name)
 		cmd.Env = append(os.Environ(), "BRIDGE_REPLICAS=1", "BRIDGE_BINS=", "BRIDGE_EXTRA_CONFIG=", "BRIDGE_ALLOWED_INFRASTRUCTURES=")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("restoring this tree's bridge: %v: %s", err, out)
 		}
-	})
+	}
+	t.Cleanup(restore)
 	oldTmpl := "upg-old-" + testutil.RandomHex(3)
 	mustOpenstack(t, cloud, "coe", "cluster", "template", "create", oldTmpl, "--coe", "kubernetes",
 		"--image", "ubuntu-2404-kube-v1.35.4", "--external-network", "public", "--flavor", "m1.small",
@@ -229,7 +237,14 @@ func TestBridgeUpgradeFromThePreviousRelease(t *testing.T) {
 		require.False(t, now[uid], "every worker rolled")
 	}
 
-	// An upgrade rolls every machine, the control plane first.
+	// An upgrade rolls every machine whatever the rendering, and a delete is the same in either: from
+	// here on the stack's own bridge, shared with the instance's other tests (it offers the in-memory
+	// flavor only there, and still deletes the OpenStack cluster).
+	restore()
+	release()
+	if in.name == "newest" {
+		shareNewestBridge(t)
+	}
 	start = time.Now()
 	mustOpenstack(t, cloud, "coe", "cluster", "upgrade", a, newTmpl)
 	c := waitStatus(t, cloud, a, 10*time.Minute, "UPDATE_COMPLETE")
