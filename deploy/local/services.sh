@@ -23,6 +23,8 @@ fi
 if ! rabbitmqctl -q status >/dev/null 2>&1; then
   log "starting RabbitMQ"
   rabbitmq-server -detached
+  # await_startup fails at once while the node has not registered with epmd yet: wait for that first.
+  wait_for "RabbitMQ's node" 60 rabbitmqctl -q ping
   rabbitmqctl -q await_startup --timeout 120 >/dev/null
 fi
 if ! pg_isready -q -h 127.0.0.1 2>/dev/null; then
