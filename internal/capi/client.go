@@ -72,6 +72,8 @@ type Client struct {
 	// cloudCache serves CloudFailures from informers (the manager's cache); nil: the apiserver.
 	cloudCache       client.Reader
 	cloudCacheBroken atomic.Bool
+	// machineSetsForbidden: the bridge's role does not list MachineSets (warned once).
+	machineSetsForbidden atomic.Bool
 	// Log, when set, receives what the client notices but does not fail on.
 	Log *slog.Logger
 }
