@@ -11,8 +11,8 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 )
 
-// clusterForCall loads the stored row of the cluster a CA call names: the row, not the message, is
-// the truth for the project and the certificate refs.
+// clusterForCall loads the stored row of the cluster a call or cast names — the row, not the
+// message, is the truth for the project and the certificate refs — and refuses another driver's.
 func (c *Conductor) clusterForCall(ctx context.Context, req *rpc.Request) (*magnum.Cluster, error) {
 	arg := &magnum.Cluster{}
 	if err := c.decodeView(req, "cluster", arg); err != nil {
@@ -27,6 +27,9 @@ func (c *Conductor) clusterForCall(ctx context.Context, req *rpc.Request) (*magn
 		return nil, err
 	}
 	if err := authorize(req.Context, cl.ProjectID.Or("")); err != nil {
+		return nil, err
+	}
+	if err := c.refuseForeign(ctx, cl); err != nil {
 		return nil, err
 	}
 	return cl, nil

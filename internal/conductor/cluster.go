@@ -490,6 +490,9 @@ func (c *Conductor) ClusterDelete(ctx context.Context, req *rpc.Request) (any, e
 	if err := authorize(req.Context, cl.ProjectID.Or("")); err != nil {
 		return nil, err
 	}
+	if err := c.refuseForeign(ctx, cl); err != nil {
+		return nil, err
+	}
 	deleting := magnum.Transitions[magnum.OpClusterDelete].InProgress
 	empty := ""
 	if err := c.store.UpdateCluster(ctx, id, ClusterUpdate{Status: &deleting, StatusReason: &empty}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
@@ -73,6 +74,8 @@ type Conductor struct {
 	opts  Options
 	log   *slog.Logger
 	ops   *operations
+	// foreignNoted holds the clusters of other drivers already logged (drivers.go), once each.
+	foreignNoted sync.Map
 }
 
 // New wires a conductor.

@@ -395,6 +395,12 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 		c.release(ctx, id)
 		return false, nil // nothing in progress
 	}
+	if d, why := c.driverOf(ctx, cl); d != templates.DriverBridge {
+		c.noteForeign(ctx, cl, d, why)
+		c.ops.end(id)
+		c.release(ctx, id)
+		return false, nil // never driven here: the handlers refuse it, and this is the last guard
+	}
 	switch held, err := c.claim(ctx, id, kind); {
 	case err != nil:
 		return true, err // the apiserver holding the claims is down: nothing could be applied either

@@ -103,6 +103,9 @@ func (c *Conductor) BridgeRenderingPlan(ctx context.Context, req *rpc.Request) (
 
 func (c *Conductor) planRendering(ctx context.Context, cl *magnum.Cluster) (RenderingPlan, error) {
 	p := RenderingPlan{UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""), Status: cl.Status.Or("")}
+	if d, why := c.driverOf(ctx, cl); d != templates.DriverBridge {
+		return p, &permanentError{fmt.Errorf("built by the %s driver (%s): not this bridge's to move", d, why)}
+	}
 	in, rendered, err := c.render(ctx, cl, nil)
 	if err != nil {
 		return p, err // a label this bridge refuses is permanent(): the plan's reason
@@ -161,6 +164,9 @@ func (c *Conductor) BridgeRenderingMove(ctx context.Context, req *rpc.Request) (
 	}
 	if err != nil {
 		return nil, rpc.Retry(err)
+	}
+	if err := c.refuseForeign(ctx, cl); err != nil {
+		return nil, err
 	}
 	st := cl.Status.Or("")
 	if st == magnum.StatusUpdateInProgress && c.ops.moving(id) && repeated(req) {

@@ -220,6 +220,12 @@ func (c *Conductor) Resync(ctx context.Context) error {
 	}
 	active := make(map[string]bool, len(clusters))
 	for _, cl := range clusters {
+		// Another driver's cluster left in progress is that driver's: the bridge does not finish,
+		// fail or time it out.
+		if d, why := c.driverOf(ctx, cl); d != templates.DriverBridge {
+			c.noteForeign(ctx, cl, d, why)
+			continue
+		}
 		active[cl.UUID.Or("")] = true
 		c.resume(cl.UUID.Or(""))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -53,7 +54,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 		aliveMu    sync.Mutex
 	)
 	create := func() {
-		id := insertClusterRows(t, store, tok, tmplUUID, fmt.Sprintf("race-%s-%02d", testutil.RandomHex(3), len(ids)))
+		id := insertClusterRows(t, store, tok, tmplUUID, fmt.Sprintf("race-%s-%02d", testutil.RandomHex(3), len(ids)), "")
 		aliveMu.Lock()
 		defer aliveMu.Unlock()
 		ids = append(ids, id)
@@ -203,19 +204,23 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 func demoToken(t *testing.T) testutil.Token { t.Helper(); return tokenOf(t, cloudDemo) }
 
 // insertClusterRows writes a CREATE_COMPLETE cluster of demo's with its two default node groups,
-// as cluster_create does (one transaction), and deletes it at cleanup if the test did not.
-func insertClusterRows(t *testing.T, store *db.Store, tok testutil.Token, templateUUID, name string) string {
+// as cluster_create does (one transaction), and deletes it at cleanup if the test did not. Its
+// stack_id is the bridge's name for it, or stackID when set (another driver's cluster).
+func insertClusterRows(t *testing.T, store *db.Store, tok testutil.Token, templateUUID, name, stackID string) string {
 	t.Helper()
 	id := uuid.NewString()
+	if stackID == "" {
+		stackID = templates.ClusterName(name, id)
+	}
 	c := &db.Cluster{UUID: id, Name: db.Ptr(name), ProjectID: db.Ptr(tok.ProjectID), UserID: db.Ptr(tok.UserID),
 		ClusterTemplateID: db.Ptr(templateUUID), Keypair: db.Ptr("default"), Labels: magnum.NewDict(),
-		MasterFlavorID: db.Ptr("m1.medium"), FlavorID: db.Ptr("m1.small"), StackID: db.Ptr(name),
+		MasterFlavorID: db.Ptr("m1.medium"), FlavorID: db.Ptr("m1.small"), StackID: db.Ptr(stackID),
 		Status: magnum.StatusCreateComplete, StatusReason: db.Ptr("written by TestDeleteNeverShowsAClusterWithoutNodeGroups"),
 		CreateTimeout: db.Ptr[int64](60), FloatingIPEnabled: true}
 	ng := func(role, flavor string) *db.NodeGroup {
 		return &db.NodeGroup{UUID: uuid.NewString(), Name: "default-" + role, ProjectID: tok.ProjectID, Labels: magnum.NewDict(),
 			FlavorID: db.Ptr(flavor), ImageID: db.Ptr(image), NodeAddresses: []string{}, NodeCount: db.Ptr[int64](1),
-			MinNodeCount: db.Ptr[int64](0), Role: db.Ptr(role), IsDefault: true, StackID: db.Ptr(name),
+			MinNodeCount: db.Ptr[int64](0), Role: db.Ptr(role), IsDefault: true, StackID: db.Ptr(stackID),
 			Status: magnum.StatusCreateComplete}
 	}
 	_, _, err := store.CreateCluster(context.Background(), c, ng("master", "m1.medium"), ng("worker", "m1.small"))
