@@ -65,18 +65,15 @@ func Image(kubernetesVersion, prefix, tag string) (string, error) {
 	return repo + "/" + imageName + ":" + release, nil
 }
 
-func minorOf(version string) (int, error) {
-	v := strings.TrimPrefix(strings.TrimSpace(version), "v")
-	major, rest, ok := strings.Cut(v, ".")
-	if !ok || major != "1" {
-		return 0, fmt.Errorf("Kubernetes version %q: want v1.MINOR.PATCH", version)
+func minorOf(kubernetesVersion string) (int, error) {
+	v, err := templates.ParseVersion(kubernetesVersion)
+	if err != nil {
+		return 0, err
 	}
-	minorText, _, _ := strings.Cut(rest, ".")
-	minor, err := strconv.Atoi(minorText)
-	if err != nil || minor < 0 {
-		return 0, fmt.Errorf("Kubernetes version %q: want v1.MINOR.PATCH", version)
+	if v.Major() != 1 {
+		return 0, fmt.Errorf("no cluster-autoscaler release is known for Kubernetes %s", kubernetesVersion)
 	}
-	return minor, nil
+	return int(v.Minor()), nil
 }
 
 // Expanders the autoscaler accepts (--expander), in the order it tries them when several are given.

@@ -28,7 +28,7 @@ func TestImage(t *testing.T) {
 		{name: "autoscaler_tag wins", version: "v1.35.4", tag: "v1.35.0", want: "registry.k8s.io/autoscaling/cluster-autoscaler:v1.35.0"},
 		{name: "autoscaler_tag for a minor the table does not know", version: "v1.40.0", tag: "v1.40.1", want: "registry.k8s.io/autoscaling/cluster-autoscaler:v1.40.1"},
 		{name: "a minor the table does not know", version: "v1.29.9", err: "no cluster-autoscaler release is known for Kubernetes v1.29.9 (known: v1.30 to v1.36); set autoscaler_tag"},
-		{name: "not a version", version: "latest", err: `Kubernetes version "latest": want v1.MINOR.PATCH`},
+		{name: "not a version", version: "latest", err: `not a Kubernetes version: "latest"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
