@@ -40,3 +40,14 @@ func TestDriverOf(t *testing.T) {
 		})
 	}
 }
+
+// Every name ClusterName makes is told as the bridge's, whatever the Magnum name was.
+func TestDriverOfKnowsEveryNameTheBridgeGives(t *testing.T) {
+	const id = "0a1b2c3d-28f3-4ac5-8e6e-d51a6470e5ff"
+	for _, name := range []string{"", "-", "web", "WEB_Prod.1", "1abc", "---x---", "ünïcode-名前", "a--b", "ends-with-dash-",
+		"a-very-long-cluster-name-that-is-cut-at-thirty-characters", "012345678901234567890123456789012345", " spaced name ", "-leading"} {
+		stack := ClusterName(name, id)
+		d, why := DriverOf(ClusterRow{UUID: id, Name: name, StackID: stack})
+		require.Equal(t, DriverBridge, d, "name %q → stack_id %q: %s", name, stack, why)
+	}
+}
