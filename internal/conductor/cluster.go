@@ -563,6 +563,7 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		return rpc.Retry(err)
 	}
 	c.ops.end(id)
+	c.afterDelete(id, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
 	c.log.InfoContext(ctx, "cluster deleted", "cluster", id)
 	return nil
 }

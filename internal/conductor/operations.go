@@ -67,6 +67,14 @@ type operations struct {
 	intent map[string]bool
 	// busy: queued, being driven or waiting for a retry in this replica.
 	busy map[string]bool
+	// deleted: the clusters whose delete this replica finished, watched for a while (afterDelete).
+	deleted map[string]deletedCluster
+}
+
+// deletedCluster is where a deleted cluster's CAPI Cluster was, and until when to look for it.
+type deletedCluster struct {
+	namespace, name string
+	until           time.Time
 }
 
 func newOperations(base, max time.Duration) *operations {
@@ -80,6 +88,7 @@ func newOperations(base, max time.Duration) *operations {
 		held:         map[string]magnum.ClusterStatus{},
 		intent:       map[string]bool{},
 		busy:         map[string]bool{},
+		deleted:      map[string]deletedCluster{},
 	}
 }
 
@@ -119,6 +128,24 @@ func (o *operations) end(id string) {
 	delete(o.moves, id)
 	delete(o.intent, id)
 	delete(o.serverGroups, id)
+}
+
+// watchDeleted records a delete this replica finished; deletedWatch is the entry while it lasts.
+func (o *operations) watchDeleted(id string, d deletedCluster) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.deleted[id] = d
+}
+
+func (o *operations) deletedWatch(id string, now time.Time) (deletedCluster, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d, ok := o.deleted[id]
+	if ok && !now.Before(d.until) {
+		delete(o.deleted, id)
+		return d, false
+	}
+	return d, ok
 }
 
 func (o *operations) madeServerGroups(id string, groups []templates.ServerGroup) {
@@ -377,6 +404,43 @@ func (c *Conductor) driveNext(ctx context.Context) bool {
 	return true
 }
 
+// A replica of a release without operation claims (before v0.1.0), running next to this one in a
+// rolling upgrade, may still be applying the create of a cluster whose delete this replica has
+// just finished: its apply re-creates the CAPI Cluster after the row is gone, and nothing would
+// ever delete it. So this replica looks again for afterDeleteWatch after each delete it finished,
+// and deletes such a Cluster (with its Secrets and add-ons) again.
+const (
+	afterDeleteWatch = 3 * time.Minute
+	afterDeleteCheck = 15 * time.Second
+)
+
+func (c *Conductor) afterDelete(id, namespace, name string) {
+	c.ops.watchDeleted(id, deletedCluster{namespace: namespace, name: name, until: c.opts.Now().Add(afterDeleteWatch)})
+	c.ops.queue.AddAfter(id, afterDeleteCheck)
+}
+
+// deleteAgainIfReapplied runs for a cluster without a row: if this replica deleted it lately and
+// its CAPI Cluster is back, it is deleted again; the watch goes on until afterDeleteWatch.
+// A failure is logged and tried again at the next check.
+func (c *Conductor) deleteAgainIfReapplied(ctx context.Context, id string) {
+	d, watching := c.ops.deletedWatch(id, c.opts.Now())
+	if !watching {
+		return
+	}
+	defer c.ops.queue.AddAfter(id, afterDeleteCheck)
+	live, found, err := c.kube.GetCluster(ctx, d.namespace, d.name)
+	if err != nil || !found || live.DeletionTimestamp != nil || live.Labels[templates.LabelClusterUUID] != id {
+		return
+	}
+	c.log.WarnContext(ctx, "a deleted cluster's CAPI Cluster is back (a create of an older replica applied after the delete): deleting it again",
+		"cluster", id, "capi", d.namespace+"/"+d.name)
+	_, err = c.kube.DeleteCluster(ctx, d.namespace, d.name)
+	err = errors.Join(err, c.kube.DeleteAddons(ctx, d.namespace, id), c.kube.DeleteClusterSecrets(ctx, d.namespace, id))
+	if err != nil {
+		c.log.WarnContext(ctx, "deleting a deleted cluster's CAPI Cluster again failed; tried at the next check", "cluster", id, "error", err)
+	}
+}
+
 // drive applies the operation a cluster's rows record. again is true when a transient failure
 // should be retried.
 func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error) {
@@ -384,6 +448,7 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 	if errors.Is(err, ErrNotFound) {
 		c.ops.end(id)
 		c.release(ctx, id)
+		c.deleteAgainIfReapplied(ctx, id)
 		return false, nil
 	}
 	if err != nil {

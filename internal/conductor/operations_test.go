@@ -555,3 +555,73 @@ func TestForbiddenRightAfterAnAPIServerRestartIsRetried(t *testing.T) {
 	h.consistent(id, 3)
 	require.Equal(t, magnum.StatusUpdateInProgress, h.store.cluster(t, id).Status.Or(""))
 }
+
+// A replica of a release without operation claims may apply the create it was running after this
+// replica finished the cluster's delete: the CAPI Cluster is back without a row. This replica's next
+// look deletes it again, with the cluster's Secrets and add-ons; after afterDeleteWatch it stops
+// looking, and a Cluster of another cluster under that name is never touched.
+func TestADeletedClusterReappliedByAnOlderReplicaIsDeletedAgain(t *testing.T) {
+	h := newHarness(t)
+	id := h.created(1)
+	key := h.kubeClusterKey()
+	applied := h.kube.objects[key].DeepCopy()
+	stack := h.store.cluster(t, id).StackID.Or("")
+	_, err := h.deliver(request("cluster_delete", map[string]json.RawMessage{"uuid": jsonArg(t, id)}), 1)
+	require.NoError(t, err)
+	h.settle(10)
+	h.kube.finishDeleting()
+	require.NoError(t, h.c.ClusterGone(context.Background(), "magnum-"+demoProject, stack))
+	h.settle(10)
+	_, err = h.store.GetCluster(context.Background(), id)
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// The older replica's create applies now.
+	h.kube.mu.Lock()
+	h.kube.objects[key] = applied.DeepCopy()
+	h.kube.mu.Unlock()
+	again, err := h.c.drive(context.Background(), id) // the next look (afterDeleteCheck)
+	require.NoError(t, err)
+	require.False(t, again)
+	require.True(t, h.kube.deleting[key], "deleted again")
+	h.kube.finishDeleting()
+
+	// Past the watch, nothing is looked at any more.
+	h.kube.mu.Lock()
+	h.kube.objects[key] = applied.DeepCopy()
+	h.kube.mu.Unlock()
+	h.advance(afterDeleteWatch)
+	_, err = h.c.drive(context.Background(), id)
+	require.NoError(t, err)
+	require.False(t, h.kube.deleting[key], "no longer watched")
+
+	// Within the watch, a Cluster of that name that is not this cluster's stays.
+	other := h.created(1)
+	otherKey := h.kubeClusterKeyOf(other)
+	_, err = h.deliver(request("cluster_delete", map[string]json.RawMessage{"uuid": jsonArg(t, other)}), 1)
+	require.NoError(t, err)
+	h.settle(10)
+	h.kube.finishDeleting()
+	require.NoError(t, h.c.ClusterGone(context.Background(), "magnum-"+demoProject, strings.Split(otherKey, "/")[2]))
+	h.settle(10)
+	stranger := applied.DeepCopy()
+	stranger.SetName(strings.Split(otherKey, "/")[2])
+	stranger.SetLabels(map[string]string{templates.LabelClusterUUID: "someone-else"})
+	h.kube.mu.Lock()
+	h.kube.objects[otherKey] = stranger
+	h.kube.mu.Unlock()
+	_, err = h.c.drive(context.Background(), other)
+	require.NoError(t, err)
+	require.False(t, h.kube.deleting[otherKey], "not this cluster's Cluster")
+}
+
+// kubeClusterKeyOf is the key of cluster id's CAPI Cluster in the fake.
+func (h *harness) kubeClusterKeyOf(id string) string {
+	h.t.Helper()
+	for _, c := range h.kube.clusters() {
+		if c.GetLabels()[templates.LabelClusterUUID] == id {
+			return objKey("Cluster", c.GetNamespace(), c.GetName())
+		}
+	}
+	h.t.Fatalf("no CAPI Cluster of %s", id)
+	return ""
+}
