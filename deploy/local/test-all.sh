@@ -76,8 +76,10 @@ CPU=$LOG_DIR/test-cpu.tsv
 cpu_pid=$!
 trap 'kill "$cpu_pid" 2>/dev/null' EXIT
 
+# The logs of this run only: an earlier run's fault matrix (another seed) or churn stays in LOG_DIR.
+run_logs=("$LOG_DIR"/test-*.log "$LOG_DIR"/e2e.log)
 table() {
-  deploy/local/test-times.sh "$TIMES" "$CPU" "$LOG_DIR"/test-*.log "$LOG_DIR"/e2e.log "$LOG_DIR"/fault-matrix-*.log "$LOG_DIR"/churn-*.log
+  deploy/local/test-times.sh "$TIMES" "$CPU" "${run_logs[@]}"
 }
 
 # Lint (CPU) beside up (mostly waiting on services to answer); neither lets a test start when it fails.
@@ -126,6 +128,7 @@ if [[ $PKGS == ./... && -n ${e2e_pid:-} ]]; then
   MCB_UPGRADE=1 stage "upgrade test (previous release, Magnum 23)" gotest upgrade "$LOG_DIR/test-upgrade.log" \
     -run '^TestBridgeUpgradeFromThePreviousRelease$' ./test/e2e &
   upgrade_pid=$!
+  run_logs+=("$LOG_DIR/churn-3.log")
   MCB_CHURN=1 MCB_CHURN_INSTANCE=newest MCB_CHURN_PREVIOUS=1 MCB_CHURN_CLUSTERS=10 MCB_CHURN_DELETES=5 MCB_CHURN_SEED=3 \
     stage "churn smoke (previous release as a replica, Magnum 23)" gotest churn "$LOG_DIR/churn-3.log" \
     -run '^TestChurnWithReplicas$' ./test/e2e &
@@ -151,6 +154,7 @@ if [[ $PKGS == ./... ]]; then
   # A rotating part of the matrix (every fault and every operation, each operation once), dealt by
   # the commit: successive commits cover different cells. `make test-faults` runs the whole matrix.
   seed=$((16#$(git rev-parse --short=7 HEAD 2>/dev/null || echo 1) % 100000))
+  run_logs+=("$LOG_DIR/fault-matrix-$seed.log")
   gate=$(mktemp -u "${TMPDIR:-/tmp}/mcb-e2e-ended.XXXXXX")
   stage "fault matrix (rotating, seed $seed)" make --no-print-directory test-faults GO="$GO" FAULT_SEED="$seed" \
     FAULT_MATRIX=rotating FAULTS_START_AFTER="$gate" &
