@@ -221,6 +221,20 @@ func waitStatus(t *testing.T, cloud, id string, timeout time.Duration, want ...s
 	return nil
 }
 
+// waitNodeCount waits for the cluster to be UPDATE_COMPLETE with node_count workers. A resize is a
+// cast: right after the CLI returns, the row may still show the last operation's UPDATE_COMPLETE.
+func waitNodeCount(t *testing.T, cloud, id string, timeout time.Duration, workers int) *clusterShow {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	c := waitStatus(t, cloud, id, timeout, "UPDATE_COMPLETE")
+	for c.NodeCount != workers && time.Now().Before(deadline) {
+		time.Sleep(3 * time.Second)
+		c = waitStatus(t, cloud, id, time.Until(deadline), "UPDATE_COMPLETE")
+	}
+	require.Equal(t, workers, c.NodeCount, "cluster %s: node_count once UPDATE_COMPLETE", id)
+	return c
+}
+
 func waitGone(t *testing.T, cloud, id string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
