@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/utils/lru"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/compute"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/conductor"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
@@ -238,14 +240,24 @@ func (novaServerGroups) client(ctx context.Context, cloudsYAML, caCert []byte) (
 	return compute.NewFromCloudsYAML(ctx, cloudsYAML, caCert)
 }
 
-func (n novaServerGroups) EnsureAsCaller(ctx context.Context, caller *rpc.Context, projectID string, groups []templates.ServerGroup) error {
+// asCaller is a client acting with the request's token, which must be scoped to projectID: another
+// project's token (an admin's) sees other private images and flavors under the same names.
+func (n novaServerGroups) asCaller(caller *rpc.Context, projectID string) (*compute.Client, error) {
 	c, err := compute.NewFromToken(compute.Token{AuthURL: cmp.Or(caller.AuthURL, n.authURL), Value: caller.AuthToken,
 		Info: caller.AuthTokenInfo, Region: n.region, Interface: n.iface}, n.caCert)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if msg := otherProject(c.ProjectID(), projectID); msg != "" {
-		return &compute.Error{Op: "act as the request's token", Message: msg}
+		return nil, &compute.Error{Op: "act as the request's token", Message: msg}
+	}
+	return c, nil
+}
+
+func (n novaServerGroups) EnsureAsCaller(ctx context.Context, caller *rpc.Context, projectID string, groups []templates.ServerGroup) error {
+	c, err := n.asCaller(caller, projectID)
+	if err != nil {
+		return err
 	}
 	return c.EnsureServerGroups(ctx, groups)
 }
@@ -312,14 +324,9 @@ func (g *glanceImages) FindImage(ctx context.Context, caller *rpc.Context, proje
 		return c.img, nil
 	}
 	g.mu.Unlock()
-	c, err := compute.NewFromToken(compute.Token{AuthURL: cmp.Or(caller.AuthURL, g.nova.authURL), Value: caller.AuthToken,
-		Info: caller.AuthTokenInfo, Region: g.nova.region, Interface: g.nova.iface}, g.nova.caCert)
+	c, err := g.nova.asCaller(caller, projectID)
 	if err != nil {
 		return templates.Image{}, err
-	}
-	// Another project's token (an admin's) sees other private images under the same name.
-	if msg := otherProject(c.ProjectID(), projectID); msg != "" {
-		return templates.Image{}, &compute.Error{Op: "act as the request's token", Message: msg}
 	}
 	found, err := c.FindImage(ctx, ref)
 	if err != nil {
@@ -341,4 +348,46 @@ func otherProject(tokenProject, clusterProject string) string {
 		return ""
 	}
 	return fmt.Sprintf("the request's token is scoped to project %s, the cluster belongs to project %s", tokenProject, clusterProject)
+}
+
+// novaFlavors implements conductor.Flavors with internal/compute as the request's user, in the
+// catalog novaServerGroups uses. A flavor rarely changes: an answer is kept for flavorCacheTTL per
+// project and flavor, in an LRU of flavorCacheSize.
+type novaFlavors struct {
+	nova  novaServerGroups
+	now   func() time.Time
+	cache *lru.Cache
+}
+
+type cachedFlavor struct {
+	flavor autoscaler.Flavor
+	at     time.Time
+}
+
+const (
+	flavorCacheTTL  = 10 * time.Minute
+	flavorCacheSize = 1024
+)
+
+func newNovaFlavors(n novaServerGroups) *novaFlavors {
+	return &novaFlavors{nova: n, now: time.Now, cache: lru.New(flavorCacheSize)}
+}
+
+func (f *novaFlavors) FindFlavor(ctx context.Context, caller *rpc.Context, projectID, ref string) (autoscaler.Flavor, error) {
+	key := projectID + "\x00" + ref
+	now := f.now()
+	if v, ok := f.cache.Get(key); ok && now.Sub(v.(cachedFlavor).at) < flavorCacheTTL {
+		return v.(cachedFlavor).flavor, nil
+	}
+	c, err := f.nova.asCaller(caller, projectID)
+	if err != nil {
+		return autoscaler.Flavor{}, err
+	}
+	found, err := c.FindFlavor(ctx, ref)
+	if err != nil {
+		return autoscaler.Flavor{}, err
+	}
+	flavor := autoscaler.Flavor{VCPUs: found.VCPUs, RAMMiB: found.RAMMiB, DiskGiB: found.DiskGiB, ExtraSpecs: found.ExtraSpecs}
+	f.cache.Add(key, cachedFlavor{flavor: flavor, at: now})
+	return flavor, nil
 }

@@ -71,6 +71,16 @@ func Run(ctx context.Context, o *Options, version string) error {
 	if err != nil {
 		return err
 	}
+	// The clusters' autoscalers need rights a bridge upgraded before its role lacks: without them
+	// it runs none, and says so, rather than fail every status sync.
+	missing, err := capi.AutoscalerRights(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	autoscalers := len(missing) == 0
+	if !autoscalers {
+		log.Warn("the bridge runs no cluster autoscaler: its role lacks " + strings.Join(missing, ", ") + " (apply deploy/kubernetes/rbac.yaml and admission-policy.yaml)")
+	}
 	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
 	mgr.Client.ProjectViewers = o.Bridge.TenantView != nil
 	mgr.Client.Log = log
@@ -111,6 +121,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	var serverGroups conductor.ServerGroups
 	var floatingIPs conductor.FloatingIPs
 	var images conductor.Images
+	var flavors conductor.Flavors
 	if o.Bridge.Credentials != nil {
 		kc, err := newKeystoneCredentials(o.Bridge.Credentials, log)
 		if err != nil {
@@ -122,6 +133,8 @@ func Run(ctx context.Context, o *Options, version string) error {
 		// Glance, for the Kubernetes version check of creates and upgrades, in the same catalog
 		// (region and interface) as Nova; on every flavor: the version matters to each.
 		images = newGlanceImages(nova)
+		// Nova's flavors, for the size of a node of an autoscaled group at zero machines.
+		flavors = newNovaFlavors(nova)
 		if o.Bridge.OffersOpenStack() {
 			serverGroups, floatingIPs = nova, nova
 		}
@@ -172,6 +185,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, BridgeVersion: version, Sign: o.Sign, Generate: generate,
 		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch, Images: images,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, FloatingIPs: floatingIPs, Logger: log,
+		Autoscalers: autoscalers, Flavors: flavors,
 		UpdateTimeout: o.Bridge.UpdateTimeout, DeleteTimeout: o.Bridge.DeleteTimeout,
 		Claims: claims,
 	})
@@ -209,6 +223,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 
 	mgr.NamespacePrefix = o.Bridge.NamespacePrefix
+	mgr.Autoscalers = autoscalers
 	if err := mgr.Watch(&gatedSink{sink: cond, leader: leading, kicked: kicked}); err != nil {
 		return err
 	}

@@ -76,8 +76,8 @@ func minorOf(kubernetesVersion string) (int, error) {
 	return int(v.Minor()), nil
 }
 
-// Expanders the autoscaler accepts (--expander), in the order it tries them when several are given.
-var Expanders = []string{"least-waste", "random", "most-pods", "least-nodes", "price", "priority"}
+// Expanders the autoscaler accepts (--expander); several are tried in the order given.
+var Expanders = templates.AutoscalerExpanders
 
 // Settings are how the autoscaler scales, per cluster.
 type Settings struct {
@@ -100,6 +100,55 @@ var DefaultSettings = Settings{
 	ScaleDownDelayAfterAdd:        10 * time.Minute,
 	ScaleDownUnneededTime:         10 * time.Minute,
 	ScaleDownUtilizationThreshold: 0.5,
+}
+
+// SettingsFromLabels reads the autoscaler's settings from a cluster's labels (autoscaler_expander
+// and the autoscaler_scale_down_* labels), the defaults where one is absent. The registry has
+// validated the labels already; a value it would refuse is refused here too, naming the label.
+func SettingsFromLabels(labels map[string]string) (Settings, error) {
+	s := DefaultSettings
+	s.Expanders = slices.Clone(s.Expanders)
+	bad := func(label, v, want string) error {
+		return &templates.LabelError{Label: label, Value: v, Reason: want}
+	}
+	if v, ok := labels[templates.LabelAutoscalerExpander]; ok {
+		s.Expanders = nil
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				s.Expanders = append(s.Expanders, e)
+			}
+		}
+	}
+	if v, ok := labels[templates.LabelAutoscalerScaleDownEnabled]; ok {
+		on, err := templates.ParseBool(v)
+		if err != nil {
+			return Settings{}, bad(templates.LabelAutoscalerScaleDownEnabled, v, "want true or false")
+		}
+		s.ScaleDownDisabled = !on
+	}
+	for label, field := range map[string]*time.Duration{
+		templates.LabelAutoscalerScaleDownDelayAfterAdd: &s.ScaleDownDelayAfterAdd,
+		templates.LabelAutoscalerScaleDownUnneededTime:  &s.ScaleDownUnneededTime,
+	} {
+		if v, ok := labels[label]; ok {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil || d < 0 {
+				return Settings{}, bad(label, v, "want a duration like 10s or 5m")
+			}
+			*field = d
+		}
+	}
+	if v, ok := labels[templates.LabelAutoscalerScaleDownUtilization]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 100 {
+			return Settings{}, bad(templates.LabelAutoscalerScaleDownUtilization, v, "want a whole number of percent from 1 to 100")
+		}
+		s.ScaleDownUtilizationThreshold = float64(n) / 100
+	}
+	if err := s.Validate(); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
 }
 
 // Validate refuses settings the autoscaler would refuse at start, naming the setting.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -163,4 +165,113 @@ func TestGolden(t *testing.T) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "go test ./internal/autoscaler -update writes it")
 	require.Equal(t, string(want), buf.String())
+}
+
+func TestSettingsFromLabels(t *testing.T) {
+	s, err := SettingsFromLabels(map[string]string{"auto_scaling_enabled": "true"})
+	require.NoError(t, err)
+	require.Equal(t, DefaultSettings, s, "no autoscaler label: the defaults")
+
+	s, err = SettingsFromLabels(map[string]string{
+		templates.LabelAutoscalerExpander: "priority, least-waste", templates.LabelAutoscalerScaleDownEnabled: "false",
+		templates.LabelAutoscalerScaleDownDelayAfterAdd: "3m", templates.LabelAutoscalerScaleDownUnneededTime: "90s",
+		templates.LabelAutoscalerScaleDownUtilization: "65",
+	})
+	require.NoError(t, err)
+	require.Equal(t, Settings{Expanders: []string{"priority", "least-waste"}, ScaleDownDisabled: true,
+		ScaleDownDelayAfterAdd: 3 * time.Minute, ScaleDownUnneededTime: 90 * time.Second, ScaleDownUtilizationThreshold: 0.65}, s)
+	require.Equal(t, []string{"least-waste", "random"}, DefaultSettings.Expanders, "the defaults are not changed")
+
+	for label, v := range map[string]string{
+		templates.LabelAutoscalerExpander:              "cheapest",
+		templates.LabelAutoscalerScaleDownEnabled:      "maybe",
+		templates.LabelAutoscalerScaleDownUnneededTime: "-1m",
+		templates.LabelAutoscalerScaleDownUtilization:  "0",
+	} {
+		_, err := SettingsFromLabels(map[string]string{label: v})
+		require.Error(t, err, label)
+		if label != templates.LabelAutoscalerExpander {
+			var le *templates.LabelError
+			require.ErrorAs(t, err, &le, label)
+			require.Equal(t, label, le.Label)
+		}
+	}
+	// The registry refuses the same values, naming the label, before anything is applied.
+	_, err = templates.ValidateLabels(templates.FlavorInMemory, map[string]string{templates.LabelAutoscalerExpander: "least-waste,cheapest"})
+	require.ErrorContains(t, err, `"cheapest" is not one of least-waste, random`)
+}
+
+func TestProblem(t *testing.T) {
+	dep := func(gen, observed int64, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
+		d := &appsv1.Deployment{}
+		d.Generation, d.Status.ObservedGeneration, d.Status.Conditions = gen, observed, conds
+		return d
+	}
+	quota := appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+		Message: `pods "web-autoscaler-5d8f-x" is forbidden: exceeded quota: magnum-project-pods`}
+	stalled := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+		Message: `ReplicaSet "web-autoscaler-5d8f" has timed out progressing.`}
+	available := appsv1.DeploymentCondition{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}
+	for name, tc := range map[string]struct {
+		d    *appsv1.Deployment
+		want string
+	}{
+		"none":              {nil, ""},
+		"running":           {dep(1, 1, available), ""},
+		"a Pod refused":     {dep(2, 2, stalled, quota), `the cluster autoscaler cannot run (FailedCreate): pods "web-autoscaler-5d8f-x" is forbidden: exceeded quota: magnum-project-pods`},
+		"never ready":       {dep(1, 1, stalled), `the cluster autoscaler cannot run (ProgressDeadlineExceeded): ReplicaSet "web-autoscaler-5d8f" has timed out progressing`},
+		"an earlier spec's": {dep(3, 2, stalled), ""},
+	} {
+		t.Run(name, func(t *testing.T) { require.Equal(t, tc.want, Problem(tc.d)) })
+	}
+}
+
+// TestDigestFollowsWhatMatters: the Deployment's digest changes with the image and the
+// MachineDeployments, not with their order.
+func TestDigestFollowsWhatMatters(t *testing.T) {
+	digest := func(in Input) string {
+		o, err := Render(in)
+		require.NoError(t, err)
+		return o.Deployment.Annotations[AnnotationRendered]
+	}
+	base := digest(input())
+	in := input()
+	slices.Reverse(in.MachineDeployments)
+	require.Equal(t, base, digest(in))
+	in.KubernetesVersion = "v1.35.4"
+	require.NotEqual(t, base, digest(in), "the image follows the minor")
+	in = input()
+	in.MachineDeployments = in.MachineDeployments[:1]
+	require.NotEqual(t, base, digest(in))
+}
+
+// TestEveryAutoscalerLabelHasAnEffect: each label the registry says this package implements
+// changes the autoscaler's Deployment.
+func TestEveryAutoscalerLabelHasAnEffect(t *testing.T) {
+	samples := map[string]string{
+		templates.LabelAutoscalerTag: "v1.36.0", templates.LabelAutoscalerExpander: "priority",
+		templates.LabelAutoscalerScaleDownEnabled: "false", templates.LabelAutoscalerScaleDownDelayAfterAdd: "1m",
+		templates.LabelAutoscalerScaleDownUnneededTime: "2m", templates.LabelAutoscalerScaleDownUtilization: "70",
+	}
+	base, err := Render(input())
+	require.NoError(t, err)
+	for _, spec := range templates.Registry {
+		if !spec.Autoscaler {
+			continue
+		}
+		t.Run(spec.Name, func(t *testing.T) {
+			v, ok := samples[spec.Name]
+			require.True(t, ok, "no sample value for autoscaler label %s", spec.Name)
+			labels := map[string]string{spec.Name: v}
+			_, err := templates.ValidateLabels(templates.FlavorInMemory, labels)
+			require.NoError(t, err)
+			in := input()
+			in.Tag = labels[templates.LabelAutoscalerTag]
+			in.Settings, err = SettingsFromLabels(labels)
+			require.NoError(t, err)
+			changed, err := Render(in)
+			require.NoError(t, err)
+			require.NotEqual(t, base.Deployment.Spec, changed.Deployment.Spec, "label %s=%s changes nothing", spec.Name, v)
+		})
+	}
 }

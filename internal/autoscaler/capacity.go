@@ -13,6 +13,9 @@ import (
 // The annotations from which the autoscaler's clusterapi provider builds a template node for a
 // MachineDeployment with no machines: without them a group at zero is never scaled up.
 const (
+	// CapacityAnnotationPrefix begins each of them.
+	CapacityAnnotationPrefix = "capacity.cluster-autoscaler.kubernetes.io/"
+
 	AnnotationCapacityCPU           = "capacity.cluster-autoscaler.kubernetes.io/cpu"
 	AnnotationCapacityMemory        = "capacity.cluster-autoscaler.kubernetes.io/memory"
 	AnnotationCapacityEphemeralDisk = "capacity.cluster-autoscaler.kubernetes.io/ephemeral-disk"

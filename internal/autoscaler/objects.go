@@ -1,6 +1,9 @@
 package autoscaler
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,7 +46,23 @@ func Render(in Input) (*Objects, error) {
 	o.RoleBinding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: in.Namespace}}
 	o.Deployment.TypeMeta, o.Deployment.ObjectMeta = meta("Deployment", appsv1.SchemeGroupVersion.String())
 	o.Deployment.Spec = in.deployment(name, image)
+	o.Deployment.Annotations = map[string]string{AnnotationRendered: in.digest(image)}
 	return o, nil
+}
+
+// AnnotationRendered on the autoscaler's Deployment is a digest of what its objects were rendered
+// from: the bridge applies them again only when the digest it renders differs, so the status
+// events of a cluster cost the apiserver nothing.
+const AnnotationRendered = "magnum.openstack.org/autoscaler-rendered-sha256"
+
+func (in Input) digest(image string) string {
+	in.MachineDeployments = slices.Compact(slices.Sorted(slices.Values(in.MachineDeployments)))
+	b, _ := json.Marshal(struct {
+		In    Input
+		Image string
+	}{in, image})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // capiGroup and infraGroup are Cluster API's core and infrastructure API groups.
@@ -82,7 +101,9 @@ func (in Input) deployment(name, image string) appsv1.DeploymentSpec {
 	selector := map[string]string{"app.kubernetes.io/instance": name}
 	return appsv1.DeploymentSpec{
 		Replicas: ptr.To[int32](1),
-		Selector: &metav1.LabelSelector{MatchLabels: selector},
+		// An image that cannot be pulled shows in the cluster's status reason after this long.
+		ProgressDeadlineSeconds: ptr.To[int32](300),
+		Selector:                &metav1.LabelSelector{MatchLabels: selector},
 		// One autoscaler per cluster at any time: two would both resize the same groups.
 		Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 		Template: corev1.PodTemplateSpec{

@@ -6,6 +6,7 @@ package capi
 import (
 	"cmp"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +40,9 @@ type Observation struct {
 	// CloudFailures are the infrastructure provider's refusals ("<Kind> <name>: <message>", e.g.
 	// Nova's quota message on an OpenStackServer), which the Machines do not carry.
 	CloudFailures []string
+	// Autoscaler is the cluster's cluster-autoscaler Deployment (internal/autoscaler), from the
+	// watch; nil when there is none.
+	Autoscaler *appsv1.Deployment
 }
 
 // Current is the Magnum side as stored.

@@ -3,6 +3,9 @@ package capi
 import (
 	"context"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"strings"
 	"time"
 
@@ -25,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
@@ -45,7 +49,10 @@ type Manager struct {
 	// the bridge's own project namespaces. Other bridges (or tests) sharing the management cluster
 	// are none of its business.
 	NamespacePrefix string
-	kicks           chan event.GenericEvent
+	// Autoscalers, when set before Watch, watches the clusters' autoscaler Deployments too (the
+	// bridge's role must allow it: AutoscalerRights).
+	Autoscalers bool
+	kicks       chan event.GenericEvent
 }
 
 // Kick asks the status reconciler to look at a cluster now. Needed after a change Magnum records but
@@ -91,7 +98,11 @@ func NewManager(cfg *rest.Config) (*Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme: scheme,
+		// Of the Deployments only the clusters' autoscalers (by label) are watched and cached.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/component": autoscaler.Component})},
+		}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
@@ -121,7 +132,7 @@ func (m *Manager) Watch(sink Sink) error {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasPrefix(o.GetNamespace(), m.NamespacePrefix) })
-	return ctrl.NewControllerManagedBy(m.Manager).
+	b := ctrl.NewControllerManagedBy(m.Manager).
 		Named("magnum-status").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(managed, ours)).
 		Watches(&clusterv1.MachineDeployment{}, toCluster, builder.WithPredicates(ours)).
@@ -138,13 +149,28 @@ func (m *Manager) Watch(sink Sink) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		}), builder.WithPredicates(managed, ours)).
 		WatchesRawSource(source.Channel(m.kicks, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(&statusReconciler{cache: m.GetClient(), sink: sink})
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	if m.Autoscalers {
+		// A cluster's autoscaler is named after it (internal/autoscaler.Name).
+		b = b.Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name, ok := strings.CutSuffix(o.GetName(), autoscalerSuffix)
+			if !ok || o.GetLabels()["app.kubernetes.io/component"] != autoscaler.Component {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}), builder.WithPredicates(managed, ours))
+	}
+	return b.Complete(&statusReconciler{cache: m.GetClient(), sink: sink, autoscalers: m.Autoscalers})
 }
+
+// autoscalerSuffix ends the name of a cluster's autoscaler objects.
+var autoscalerSuffix = autoscaler.Name("")
 
 type statusReconciler struct {
 	cache client.Reader
 	sink  Sink
+	// autoscalers: the clusters' autoscaler Deployments are watched (Manager.Autoscalers).
+	autoscalers bool
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -162,6 +188,11 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	obs, err := observe(ctx, r.cache, &c, true)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.autoscalers {
+		if obs.Autoscaler, err = autoscalerOf(ctx, r.cache, &c); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	after, err := r.sink.ClusterObserved(ctx, uuid, obs)
 	if err != nil {

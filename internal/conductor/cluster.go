@@ -301,6 +301,9 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 			return err
 		}
 	}
+	if err := c.annotateCapacity(ctx, caller, in, rendered); err != nil {
+		return err
+	}
 	steps.mark("rows+render")
 	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
 		return err
@@ -554,6 +557,9 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 		return rpc.Retry(fmt.Errorf("delete certificates of %s: %w", id, err))
 	}
 	if err := c.kube.DeleteAddons(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
+		return rpc.Retry(err)
+	}
+	if err := c.deleteAutoscaler(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
 		return rpc.Retry(err)
 	}
 	if err := c.kube.DeleteClusterSecrets(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {

@@ -48,6 +48,11 @@ type Options struct {
 	Credentials CloudCredentials
 	// ServerGroups creates the Nova server groups of OpenStack clusters; nil means none are made.
 	ServerGroups ServerGroups
+	// Autoscalers runs a cluster-autoscaler for each cluster with an autoscaled worker group (in
+	// its project namespace; the bridge's role must allow it). Flavors sizes a node of each
+	// autoscaled group for it (nil: the groups cannot grow from zero).
+	Autoscalers bool
+	Flavors     Flavors
 	// FloatingIPs releases the floating IPs CAPO leaves for deleted OpenStack clusters; nil: none.
 	FloatingIPs FloatingIPs
 	Logger      *slog.Logger

@@ -21,6 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
@@ -371,12 +372,14 @@ type fakeKube struct {
 	machines []capi.Machine
 	// live is what Observe answers (the apiserver itself); nil: no Cluster.
 	live *capi.Observation
+	// autoscalers are the autoscalers applied, by cluster uuid.
+	autoscalers map[string]*autoscaler.Objects
 }
 
 func newFakeKube(f *faults) *fakeKube {
 	return &fakeKube{f: f, namespaces: map[string]bool{}, objects: map[string]*unstructured.Unstructured{},
 		secrets: map[string]map[string][]byte{}, deleting: map[string]bool{}, addonSets: map[string]*addons.Set{},
-		addonPrunes: map[string][]bool{}}
+		addonPrunes: map[string][]bool{}, autoscalers: map[string]*autoscaler.Objects{}}
 }
 
 func objKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
@@ -559,6 +562,26 @@ func (k *fakeKube) ApplyAddons(_ context.Context, clusterName string, set *addon
 	}
 	k.addonSets[clusterName] = set
 	k.addonPrunes[clusterName] = append(k.addonPrunes[clusterName], prune)
+	return nil
+}
+
+func (k *fakeKube) ApplyAutoscaler(_ context.Context, o *autoscaler.Objects) error {
+	if err := k.f.check("kube.ApplyAutoscaler"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.autoscalers[o.Deployment.Labels[templates.LabelClusterUUID]] = o
+	return nil
+}
+
+func (k *fakeKube) DeleteAutoscaler(_ context.Context, _, clusterUUID string) error {
+	if err := k.f.check("kube.DeleteAutoscaler"); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.autoscalers, clusterUUID)
 	return nil
 }
 

@@ -435,7 +435,8 @@ func (c *Conductor) deleteAgainIfReapplied(ctx context.Context, id string) {
 	c.log.WarnContext(ctx, "a deleted cluster's CAPI Cluster is back (a create of an older replica applied after the delete): deleting it again",
 		"cluster", id, "capi", d.namespace+"/"+d.name)
 	_, err = c.kube.DeleteCluster(ctx, d.namespace, d.name)
-	err = errors.Join(err, c.kube.DeleteAddons(ctx, d.namespace, id), c.kube.DeleteClusterSecrets(ctx, d.namespace, id))
+	err = errors.Join(err, c.kube.DeleteAddons(ctx, d.namespace, id), c.deleteAutoscaler(ctx, d.namespace, id),
+		c.kube.DeleteClusterSecrets(ctx, d.namespace, id))
 	if err != nil {
 		c.log.WarnContext(ctx, "deleting a deleted cluster's CAPI Cluster again failed; tried at the next check", "cluster", id, "error", err)
 	}

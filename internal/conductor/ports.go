@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
@@ -119,6 +120,9 @@ type Kube interface {
 	ApplyAddons(ctx context.Context, clusterName string, set *addons.Set, prune bool) error
 	// DeleteAddons removes a deleted cluster's ClusterResourceSet.
 	DeleteAddons(ctx context.Context, namespace, clusterUUID string) error
+	// ApplyAutoscaler applies a cluster's cluster-autoscaler; DeleteAutoscaler removes it.
+	ApplyAutoscaler(ctx context.Context, objs *autoscaler.Objects) error
+	DeleteAutoscaler(ctx context.Context, namespace, clusterUUID string) error
 	// Kick makes the status sync look at a cluster now, even if no CAPI object changed.
 	Kick(namespace, name string)
 }

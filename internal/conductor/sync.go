@@ -34,6 +34,8 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	if status == "" {
 		return 0, nil
 	}
+	// The autoscaler goes with the cluster's state, whatever operation is running (a delete removes it).
+	autoscalerNote, autoscalerRetry := c.followAutoscaler(ctx, cl, obs)
 	groups, err := c.store.ListNodeGroups(ctx, id)
 	if err != nil {
 		return 0, err
@@ -90,11 +92,9 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	d.StatusReason = redactEndpoints(d.StatusReason)
 	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
-		note := "labels not implemented by magnum-capi-bridge (ignored): " + strings.Join(unimpl, ", ")
-		if !strings.Contains(d.StatusReason, note) {
-			d.StatusReason = strings.TrimPrefix(strings.TrimSuffix(d.StatusReason, ".")+"; "+note, "; ")
-		}
+		d.StatusReason = withNote(d.StatusReason, "labels not implemented by magnum-capi-bridge (ignored): "+strings.Join(unimpl, ", "))
 	}
+	d.StatusReason = withNote(d.StatusReason, autoscalerNote)
 
 	u := ClusterUpdate{OnlyIfStatus: []magnum.ClusterStatus{status}}
 	changed := false
@@ -171,6 +171,8 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	}
 	// An operation still running is looked at again when its deadline passes, even if CAPI is silent.
 	switch {
+	case autoscalerRetry:
+		return autoscalerRetryAfter, nil
 	case d.Status == magnum.StatusCreateInProgress && cur.CreateTimeout > 0:
 		if left := cur.CreatedAt.Add(cur.CreateTimeout).Sub(now); left > 0 {
 			return left + time.Second, nil

@@ -18,10 +18,12 @@ import (
 type LabelType string
 
 const (
-	LabelString   LabelType = "string"
-	LabelBool     LabelType = "bool"
-	LabelInt      LabelType = "int"
-	LabelEnum     LabelType = "enum"
+	LabelString LabelType = "string"
+	LabelBool   LabelType = "bool"
+	LabelInt    LabelType = "int"
+	LabelEnum   LabelType = "enum"
+	// LabelEnumList is a comma-separated list of values of Enum, in order.
+	LabelEnumList LabelType = "enum-list"
 	LabelVersion  LabelType = "kubernetes-version"
 	LabelDuration LabelType = "duration"
 	LabelCIDR     LabelType = "cidr"
@@ -79,6 +81,9 @@ type LabelSpec struct {
 	// Addon: the effect is rendered by internal/addons (the workload cluster's add-ons), which tests
 	// it, not by this package.
 	Addon bool
+	// Autoscaler: the effect is rendered by internal/autoscaler (the cluster's cluster-autoscaler),
+	// which tests it.
+	Autoscaler bool
 	// Secret values never appear in errors or logs.
 	Secret bool
 	// AliasOf names the label this one is another spelling of; the canonical one wins when both are set.
@@ -179,6 +184,16 @@ func validateValue(spec LabelSpec, v string) error {
 	case LabelEnum:
 		if !containsString(spec.Enum, v) {
 			return bad("want one of " + strings.Join(spec.Enum, ", "))
+		}
+	case LabelEnumList:
+		items := splitList(v)
+		if len(items) == 0 {
+			return bad("want a comma-separated list of " + strings.Join(spec.Enum, ", "))
+		}
+		for _, item := range items {
+			if !containsString(spec.Enum, item) {
+				return bad(fmt.Sprintf("%q is not one of %s", item, strings.Join(spec.Enum, ", ")))
+			}
 		}
 	case LabelVersion:
 		if !versionRE.MatchString(v) {

@@ -391,8 +391,8 @@ func TestEveryImplementedLabelHasItsEffect(t *testing.T) {
 	} {
 		t.Run(string(tc.flavor), func(t *testing.T) {
 			for _, s := range templates.Registry {
-				if _, tested := tc.effects[s.Name]; s.Addon && !tested {
-					continue // internal/addons renders and tests it
+				if _, tested := tc.effects[s.Name]; (s.Addon || s.Autoscaler) && !tested {
+					continue // internal/addons or internal/autoscaler renders and tests it
 				}
 				if s.Implemented(tc.flavor) {
 					require.Contains(t, tc.effects, s.Name, "label %s is implemented for %s but its effect is not tested", s.Name, tc.flavor)
@@ -463,6 +463,10 @@ func sortedKeys[V any](m map[string]V) []string {
 // --- every implemented label refuses an invalid value, naming it ---------------------------------
 
 var invalidValues = map[string][]string{
+	// Autoscaler labels (internal/autoscaler renders them).
+	"autoscaler_tag": {"v1 36"}, "autoscaler_expander": {"cheapest", ","}, "autoscaler_scale_down_enabled": {"maybe"},
+	"autoscaler_scale_down_delay_after_add": {"-1m", "soon"}, "autoscaler_scale_down_unneeded_time": {"10"},
+	"autoscaler_scale_down_utilization_percent": {"0", "101", "half"},
 	// Add-on labels (internal/addons renders them; validated here like every label).
 	"cloud_provider_tag": {"v1 35"}, "calico_tag": {"-v3"}, "cilium_tag": {"v1:15"}, "flannel_tag": {"v0/1"},
 	"flannel_cni_tag": {"" + "bad tag"}, "calico_ipv4pool_ipip": {"Sometimes"}, "flannel_backend": {"wireguard"},

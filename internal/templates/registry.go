@@ -36,6 +36,9 @@ func intp(n int) *int { return &n }
 // octaviaAlgorithms are the pool algorithms Octavia accepts.
 var octaviaAlgorithms = []string{"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"}
 
+// AutoscalerExpanders are the cluster autoscaler's expanders (--expander), for autoscaler_expander.
+var AutoscalerExpanders = []string{"least-waste", "random", "most-pods", "least-nodes", "price", "priority"}
+
 // serverGroupPolicies are the Nova server group policies (microversion 2.64+).
 var serverGroupPolicies = []string{"soft-anti-affinity", "anti-affinity", "soft-affinity", "affinity", "none"}
 
@@ -291,7 +294,24 @@ var Registry = []LabelSpec{
 		Description: "Heat's in-cluster healer; with CAPI, healing is done by MachineHealthChecks (auto_healing_enabled)."},
 	{Name: LabelMagnumAutoHealerTag, Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "magnum-auto-healer image tag."},
 	{Name: LabelDrainoTag, Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "draino image tag."},
-	{Name: LabelAutoscalerTag, Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "cluster-autoscaler image tag (the bridge does not run the autoscaler)."},
+	{Name: LabelAutoscalerTag, Autoscaler: true, Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Flavors: allFlavors,
+		Description: "cluster-autoscaler image tag (default: the autoscaler release of the cluster's Kubernetes minor).",
+		Effect:      "Image tag of the cluster's cluster-autoscaler Deployment (internal/autoscaler; it runs in the cluster's project namespace while a worker group is autoscaled); also the way to run a cluster whose Kubernetes minor has no known autoscaler release."},
+	{Name: LabelAutoscalerExpander, Autoscaler: true, Group: GroupBridge, Type: LabelEnumList, Enum: AutoscalerExpanders, Default: "least-waste,random", Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "How the cluster autoscaler picks the node group to grow, in order (a label of this bridge).",
+		Effect:      "cluster-autoscaler `--expander`."},
+	{Name: LabelAutoscalerScaleDownEnabled, Autoscaler: true, Group: GroupBridge, Type: LabelBool, Default: "true", Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "Let the cluster autoscaler remove nodes it finds unneeded (a label of this bridge).",
+		Effect:      "cluster-autoscaler `--scale-down-enabled`."},
+	{Name: LabelAutoscalerScaleDownDelayAfterAdd, Autoscaler: true, Group: GroupBridge, Type: LabelDuration, Default: "10m", Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "How long after a scale-up the cluster autoscaler waits before it scales down (a label of this bridge).",
+		Effect:      "cluster-autoscaler `--scale-down-delay-after-add`."},
+	{Name: LabelAutoscalerScaleDownUnneededTime, Autoscaler: true, Group: GroupBridge, Type: LabelDuration, Default: "10m", Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "How long a node must be unneeded before the cluster autoscaler removes it (a label of this bridge).",
+		Effect:      "cluster-autoscaler `--scale-down-unneeded-time`."},
+	{Name: LabelAutoscalerScaleDownUtilization, Autoscaler: true, Group: GroupBridge, Type: LabelInt, Default: "50", Min: intp(1), Max: intp(100), Anchors: []Anchor{AnchorBridge}, Flavors: allFlavors,
+		Description: "Percent of a node's allocatable CPU and memory requested below which the node counts as unneeded (a label of this bridge).",
+		Effect:      "cluster-autoscaler `--scale-down-utilization-threshold` (the percent over 100)."},
 	{Name: LabelNPDEnabled, Group: GroupHealing, Type: LabelBool, Default: "true", Anchors: aHeat, Honored: []string{"false"}, Description: "Install node-problem-detector."},
 	{Name: LabelNodeProblemDetectorTag, Group: GroupHealing, Type: LabelImageTag, Anchors: aHeat, Description: "node-problem-detector image tag."},
 

@@ -36,9 +36,9 @@ func TestRegistryIsConsistent(t *testing.T) {
 				require.False(t, s.NodeGroup, "only implemented labels are read from node groups")
 			}
 			if len(s.Enum) > 0 {
-				require.Contains(t, []LabelType{LabelEnum, LabelString}, s.Type)
+				require.Contains(t, []LabelType{LabelEnum, LabelEnumList, LabelString}, s.Type)
 			}
-			if s.Type == LabelEnum {
+			if s.Type == LabelEnum || s.Type == LabelEnumList {
 				require.NotEmpty(t, s.Enum)
 			}
 			for _, h := range s.Honored {

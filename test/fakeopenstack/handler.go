@@ -420,6 +420,9 @@ func flavorDoc(r *http.Request, f Flavor, detail bool) map[string]any {
 	doc["os-flavor-access:is_public"] = !f.Private
 	doc["rxtx_factor"] = 1.0
 	doc["extra_specs"] = map[string]string{}
+	if f.ExtraSpecs != nil {
+		doc["extra_specs"] = f.ExtraSpecs
+	}
 	return doc
 }
 

@@ -75,6 +75,9 @@ type Flavor struct {
 	// Private flavors are still listed (the fake has no notion of flavor access); the flag only shows
 	// up as os-flavor-access:is_public=false.
 	Private bool `json:"private,omitempty"`
+	// ExtraSpecs are shown in the flavor's extra_specs (Nova microversion 2.61+), e.g. a GPU flavor's
+	// resources:VGPU.
+	ExtraSpecs map[string]string `json:"extra_specs,omitempty"`
 }
 
 // Network is a Neutron network. External networks are the ones magnum-api accepts as

@@ -1,0 +1,179 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// Flavors finds a Nova flavor as the request's user (magnum-api checked the same flavor with the
+// same token), for the size the autoscaler is told a node of an empty group would have.
+type Flavors interface {
+	FindFlavor(ctx context.Context, caller *rpc.Context, projectID, ref string) (autoscaler.Flavor, error)
+}
+
+// autoscalerRetryAfter is how soon a refused autoscaler change is tried again.
+const autoscalerRetryAfter = 30 * time.Second
+
+// errNoCaller: an apply outside a request (a resumed operation) has no token to ask Nova with.
+var errNoCaller = errors.New("no request token to look the flavor up with")
+
+// annotateCapacity gives each autoscaled worker MachineDeployment the capacity of a node of its
+// flavor, so the autoscaler can grow the group from zero machines. Where Nova cannot be asked (no
+// request token, Nova failing) the live Cluster's annotations are kept: an apply never takes back
+// what an earlier one gave.
+func (c *Conductor) annotateCapacity(ctx context.Context, caller *rpc.Context, in templates.Input, rendered *templates.Rendered) error {
+	byMD := map[string]map[string]string{}
+	var live *clusterv1.Cluster
+	liveRead := false
+	for _, ng := range in.NodeGroups {
+		if !in.Autoscaled(ng) {
+			continue
+		}
+		md := templates.MachineDeploymentName(ng)
+		capacity, err := c.capacity(ctx, caller, in, ng)
+		if err != nil {
+			if permanent(err) {
+				return err
+			}
+			if !errors.Is(err, errNoCaller) {
+				c.log.WarnContext(ctx, "autoscaler capacity: the flavor could not be read; the cluster keeps what it has", "cluster", in.Cluster.UUID,
+					"nodegroup", ng.Name, "flavor", in.WorkerFlavor(ng), "error", err)
+			}
+			if !liveRead {
+				if live, _, err = c.kube.GetCluster(ctx, in.Namespace, rendered.Cluster.GetName()); err != nil {
+					return err
+				}
+				liveRead = true
+			}
+			capacity = liveCapacity(live, md)
+		}
+		if len(capacity) > 0 {
+			byMD[md] = capacity
+		}
+	}
+	return templates.AnnotateMachineDeployments(rendered.Cluster, byMD)
+}
+
+func (c *Conductor) capacity(ctx context.Context, caller *rpc.Context, in templates.Input, ng templates.NodeGroup) (map[string]string, error) {
+	if c.opts.Flavors == nil || caller == nil || caller.AuthToken == "" || len(caller.AuthTokenInfo) == 0 {
+		return nil, errNoCaller
+	}
+	flavor, err := c.opts.Flavors.FindFlavor(ctx, caller, in.Cluster.ProjectID, in.WorkerFlavor(ng))
+	if err != nil {
+		return nil, err
+	}
+	group := autoscaler.Group{NodeLabels: ng.NodeLabels, Taints: ng.NodeTaints}
+	if v, err := strconv.Atoi(strings.TrimSpace(in.Cluster.Labels[templates.LabelBootVolumeSize])); err == nil && v > 0 && in.Flavor == templates.FlavorOpenStack {
+		group.RootVolumeGiB = v
+	}
+	capacity, err := autoscaler.Capacity(flavor, group)
+	if err != nil {
+		return nil, &permanentError{err}
+	}
+	return capacity, nil
+}
+
+// liveCapacity is the capacity annotations the live Cluster gives the MachineDeployment topology md.
+func liveCapacity(live *clusterv1.Cluster, md string) map[string]string {
+	if live == nil {
+		return nil
+	}
+	for _, t := range live.Spec.Topology.Workers.MachineDeployments {
+		if t.Name != md {
+			continue
+		}
+		out := map[string]string{}
+		for k, v := range t.Metadata.Annotations {
+			if strings.HasPrefix(k, autoscaler.CapacityAnnotationPrefix) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// followAutoscaler keeps a cluster's cluster-autoscaler in step with what the watch shows: running
+// while a worker MachineDeployment carries the autoscaler's size annotations (the rendering puts
+// them on the autoscaled groups), on the image of the cluster's Kubernetes minor, allowed to resize
+// exactly those MachineDeployments; gone when none does, or when the cluster is being deleted. It
+// returns what keeps it from running, for the status reason ("" when nothing); retry is set when
+// the management cluster refused a change, which is tried again without holding up the status sync.
+func (c *Conductor) followAutoscaler(ctx context.Context, cl *magnum.Cluster, obs capi.Observation) (note string, retry bool) {
+	note, err := c.applyAutoscaler(ctx, cl, obs)
+	if err != nil {
+		c.log.WarnContext(ctx, "cluster autoscaler: the management cluster refused a change; tried again", "cluster", cl.UUID.Or(""), "error", err)
+		return "the cluster autoscaler could not be set up: " + err.Error(), true
+	}
+	return note, false
+}
+
+func (c *Conductor) applyAutoscaler(ctx context.Context, cl *magnum.Cluster, obs capi.Observation) (string, error) {
+	if !c.opts.Autoscalers || obs.Cluster == nil {
+		return "", nil
+	}
+	id := cl.UUID.Or("")
+	var mds []string
+	for _, md := range obs.MachineDeployments {
+		if _, ok := md.Annotations[templates.AutoscalerMaxAnnotation]; ok && md.DeletionTimestamp.IsZero() {
+			mds = append(mds, md.Name)
+		}
+	}
+	if len(mds) == 0 || !obs.Cluster.DeletionTimestamp.IsZero() || magnum.Deleting(cl.Status.Or("")) {
+		if obs.Autoscaler == nil {
+			return "", nil
+		}
+		c.log.InfoContext(ctx, "cluster autoscaler removed", "cluster", id)
+		return "", c.deleteAutoscaler(ctx, obs.Cluster.Namespace, id)
+	}
+	labels := dictMap(cl.Labels)
+	settings, err := autoscaler.SettingsFromLabels(labels)
+	if err != nil {
+		return "the cluster autoscaler cannot run: " + err.Error(), nil
+	}
+	objs, err := autoscaler.Render(autoscaler.Input{
+		Namespace: obs.Cluster.Namespace, Cluster: obs.Cluster.Name, ClusterUUID: id, ProjectID: cl.ProjectID.Or(""),
+		KubernetesVersion: obs.Cluster.Spec.Topology.Version, Prefix: labels[templates.LabelContainerInfraPrefix],
+		Tag: labels[templates.LabelAutoscalerTag], MachineDeployments: slices.Sorted(slices.Values(mds)), Settings: settings,
+	})
+	if err != nil {
+		return "the cluster autoscaler cannot run: " + err.Error(), nil
+	}
+	if obs.Autoscaler != nil && obs.Autoscaler.Annotations[autoscaler.AnnotationRendered] == objs.Deployment.Annotations[autoscaler.AnnotationRendered] {
+		return autoscaler.Problem(obs.Autoscaler), nil
+	}
+	if err := c.kube.ApplyAutoscaler(ctx, objs); err != nil {
+		return "", err
+	}
+	c.log.InfoContext(ctx, "cluster autoscaler applied", "cluster", id, "image", objs.Deployment.Spec.Template.Spec.Containers[0].Image,
+		"machinedeployments", strings.Join(mds, ","))
+	return "", nil
+}
+
+// withNote appends note to a status reason once.
+func withNote(reason, note string) string {
+	if note == "" || strings.Contains(reason, note) {
+		return reason
+	}
+	return strings.TrimPrefix(strings.TrimSuffix(reason, ".")+"; "+note, "; ")
+}
+
+// deleteAutoscaler removes a deleted cluster's autoscaler (nothing when the bridge runs none).
+func (c *Conductor) deleteAutoscaler(ctx context.Context, namespace, id string) error {
+	if !c.opts.Autoscalers {
+		return nil
+	}
+	return c.kube.DeleteAutoscaler(ctx, namespace, id)
+}

@@ -1,0 +1,110 @@
+package conductor
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// TestTheAutoscalerFollowsTheCluster: it runs while a MachineDeployment carries the autoscaler's
+// size annotations, is applied again only when what it is rendered from changes (here the
+// Kubernetes minor), and goes when no group is autoscaled any more or the cluster is deleted.
+func TestTheAutoscalerFollowsTheCluster(t *testing.T) {
+	h := newHarness(t)
+	h.c.opts.Autoscalers = true
+	ctx := context.Background()
+	const id = "1a2b3c4d-0000-4000-8000-000000000001"
+	cl := &magnum.Cluster{}
+	cl.UUID.Set(id)
+	cl.ProjectID.Set("0123abcd")
+	cl.Status.Set(magnum.StatusCreateComplete)
+	labels := magnum.NewDict()
+	labels.Set("auto_scaling_enabled", "true")
+	labels.Set("autoscaler_expander", "priority")
+	cl.Labels.Set(labels)
+	capiCluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "magnum-0123abcd", Name: "web-1a2b3c4d"}}
+	capiCluster.Spec.Topology.Version = "v1.36.3"
+	md := func(name string, autoscaled bool) clusterv1.MachineDeployment {
+		m := clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "magnum-0123abcd", Name: name, Annotations: map[string]string{}}}
+		if autoscaled {
+			m.Annotations[templates.AutoscalerMaxAnnotation] = "5"
+		}
+		return m
+	}
+	obs := capi.Observation{Cluster: capiCluster, MachineDeployments: []clusterv1.MachineDeployment{
+		md("web-1a2b3c4d-default-worker-q9z8m", true), md("web-1a2b3c4d-fixed-x7k2p", false)}}
+
+	note, retry := h.c.followAutoscaler(ctx, cl, obs)
+	require.Empty(t, note)
+	require.False(t, retry)
+	applied := h.kube.autoscalers[id]
+	require.NotNil(t, applied, "an autoscaled group: the autoscaler runs")
+	require.Equal(t, "registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.1", applied.Deployment.Spec.Template.Spec.Containers[0].Image)
+	require.Contains(t, applied.Deployment.Spec.Template.Spec.Containers[0].Args, "--expander=priority")
+	for _, r := range applied.Role.Rules {
+		if len(r.ResourceNames) > 0 {
+			require.Equal(t, []string{"web-1a2b3c4d-default-worker-q9z8m"}, r.ResourceNames, "only the autoscaled group")
+		}
+	}
+
+	// The watch shows the applied Deployment: nothing to apply again.
+	obs.Autoscaler = applied.Deployment.DeepCopy()
+	delete(h.kube.autoscalers, id)
+	h.c.followAutoscaler(ctx, cl, obs)
+	require.Nil(t, h.kube.autoscalers[id], "unchanged: not applied again")
+
+	// Its Deployment's conditions say why it is not running.
+	obs.Autoscaler.Generation, obs.Autoscaler.Status.ObservedGeneration = 1, 1
+	obs.Autoscaler.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+		Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}
+	note, _ = h.c.followAutoscaler(ctx, cl, obs)
+	require.Contains(t, note, "the cluster autoscaler cannot run (ProgressDeadlineExceeded)")
+
+	// An upgrade: the image follows the minor.
+	capiCluster.Spec.Topology.Version = "v1.35.4"
+	h.c.followAutoscaler(ctx, cl, obs)
+	require.NotNil(t, h.kube.autoscalers[id])
+	require.Equal(t, "registry.k8s.io/autoscaling/cluster-autoscaler:v1.35.2", h.kube.autoscalers[id].Deployment.Spec.Template.Spec.Containers[0].Image)
+
+	// A tag for a minor the table does not know is the tenant's to give.
+	capiCluster.Spec.Topology.Version = "v1.29.0"
+	note, retry = h.c.followAutoscaler(ctx, cl, obs)
+	require.Contains(t, note, "set autoscaler_tag")
+	require.False(t, retry)
+	capiCluster.Spec.Topology.Version = "v1.36.3"
+
+	// No group autoscaled any more: gone.
+	obs.MachineDeployments = []clusterv1.MachineDeployment{md("web-1a2b3c4d-fixed-x7k2p", false)}
+	h.c.followAutoscaler(ctx, cl, obs)
+	require.Nil(t, h.kube.autoscalers[id])
+
+	// Being deleted: gone too.
+	obs.Autoscaler = nil
+	obs.MachineDeployments = []clusterv1.MachineDeployment{md("web-1a2b3c4d-default-worker-q9z8m", true)}
+	h.c.followAutoscaler(ctx, cl, obs)
+	require.NotNil(t, h.kube.autoscalers[id])
+	now := metav1.NewTime(time.Now())
+	capiCluster.DeletionTimestamp = &now
+	obs.Autoscaler = h.kube.autoscalers[id].Deployment
+	h.c.followAutoscaler(ctx, cl, obs)
+	require.Nil(t, h.kube.autoscalers[id])
+
+	// The management cluster refusing: a note and a retry, never an error that holds up the status sync.
+	capiCluster.DeletionTimestamp = nil
+	obs.Autoscaler = nil
+	h.f.failNext("kube.ApplyAutoscaler", 1, errors.New("admission webhook denied the request"))
+	note, retry = h.c.followAutoscaler(ctx, cl, obs)
+	require.True(t, retry)
+	require.Contains(t, note, "the cluster autoscaler could not be set up")
+}
