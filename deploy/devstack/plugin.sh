@@ -21,7 +21,7 @@ function install_magnum_capi_bridge {
 }
 
 # configure_magnum_capi_bridge_kubernetes: the bridge's ServiceAccount, RBAC and admission policies
-# in the management cluster, and a kubeconfig with a token of that ServiceAccount (renewed when less
+# (and the cluster-autoscalers' PriorityClass) in the management cluster, and a kubeconfig with a token of that ServiceAccount (renewed when less
 # than 15 of its 30 days are left; client-go re-reads the token file, so no restart is needed).
 # The bridge renders its ClusterClasses itself, per project namespace; what they need beyond that
 # (Cluster API core, kubeadm and the infrastructure provider) --check-config verifies.
@@ -32,7 +32,8 @@ function configure_magnum_capi_bridge_kubernetes {
     echo_summary "Applying the RBAC and admission policies of magnum-capi-bridge"
     "${k[@]}" apply --server-side --field-manager=magnum-capi-bridge-deploy --force-conflicts \
         -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/rbac.yaml" \
-        -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/admission-policy.yaml" >/dev/null || die $LINENO "cannot apply deploy/kubernetes"
+        -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/admission-policy.yaml" \
+        -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/priority-class.yaml" >/dev/null || die $LINENO "cannot apply deploy/kubernetes"
     _magnum_capi_bridge_dir "$(dirname "$kubeconfig")"
     local token=${kubeconfig%.kubeconfig}.token
     if [[ $(_magnum_capi_bridge_token_expiry "$token") -lt $(($(date +%s) + 15 * 86400)) ]]; then

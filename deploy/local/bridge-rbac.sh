@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Gives the local bridge its own identity in the management cluster instead of the admin's, with the
 # devstack plugin's configure_magnum_capi_bridge_kubernetes: applies deploy/kubernetes/rbac.yaml
-# (ServiceAccount + ClusterRoles) and admission-policy.yaml, keeps a token of the ServiceAccount fresh
-# (TokenRequest API, valid 30 days, renewed when less than 15 days are left) and writes a kubeconfig
-# that reads it from a file, so a running bridge picks up a renewed token without a restart (client-go
-# re-reads token files). Prints the kubeconfig's path. bridge-up.sh calls the same function; idempotent.
+# (ServiceAccount + ClusterRoles), admission-policy.yaml and priority-class.yaml (the cluster-
+# autoscalers' PriorityClass), keeps a token of the ServiceAccount fresh (TokenRequest API, valid 30
+# days, renewed when less than 15 days are left) and writes a kubeconfig that reads it from a file, so
+# a running bridge picks up a renewed token without a restart (client-go re-reads token files). Prints the kubeconfig's path. bridge-up.sh calls the same function; idempotent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -30,7 +30,18 @@ import (
 // Names of the per-project objects next to the namespace.
 const (
 	NetworkPolicyName = "default-deny"
+	// ResourceQuotaName is the project's quota: [bridge] namespace_quota but its pods entry.
 	ResourceQuotaName = "magnum-project-quota"
+	// PodsQuotaName limits the Pods of any PriorityClass but AutoscalerPriorityClass to the pods
+	// entry of namespace_quota (0 by default: nothing runs in a project namespace).
+	PodsQuotaName = "magnum-project-pods"
+	// AutoscalerQuotaName limits the Pods of AutoscalerPriorityClass (the cluster-autoscalers, one
+	// per autoscaled cluster) to the count/clusters.cluster.x-k8s.io entry of namespace_quota
+	// (AutoscalerPodsDefault without one).
+	AutoscalerQuotaName = "magnum-cluster-autoscalers"
+	// AutoscalerPriorityClass is the PriorityClass of the cluster-autoscalers' Pods
+	// (deploy/kubernetes/priority-class.yaml; internal/autoscaler renders it into their Deployments).
+	AutoscalerPriorityClass = "magnum-cluster-autoscaler"
 	// RoleBindingName binds SecretReaderRole to the bridge's own identity in a project namespace.
 	RoleBindingName = "magnum-capi-bridge"
 	// SecretReaderRole is the ClusterRole (deploy/kubernetes/rbac.yaml) that lets the bridge read
@@ -49,10 +60,18 @@ const (
 // DefaultNamespaceQuota is [bridge] namespace_quota when unset: object-count limits that stop one
 // project from flooding the management cluster's etcd while staying well above what Magnum's own
 // quotas allow (max_clusters_per_project defaults to 20). A tenant namespace holds only CAPI objects
-// and their Secrets, never workloads, hence pods=0 and services=0.
+// and their Secrets, never workloads, hence pods=0 and services=0; the pods entry does not count the
+// cluster-autoscalers' Pods, which have a quota of their own (resourceQuotas).
 const DefaultNamespaceQuota = "count/clusters.cluster.x-k8s.io=50, count/clusterclasses.cluster.x-k8s.io=50, " +
 	"count/machinedeployments.cluster.x-k8s.io=500, count/machinesets.cluster.x-k8s.io=1000, " +
 	"count/machines.cluster.x-k8s.io=2000, secrets=3000, configmaps=100, pods=0, services=0"
+
+// AutoscalerPodsDefault is the Pods of AutoscalerPriorityClass a project namespace admits when
+// namespace_quota does not limit count/clusters.cluster.x-k8s.io.
+const AutoscalerPodsDefault = 50
+
+// clustersQuotaName is the quota entry that counts a project's Cluster API clusters.
+const clustersQuotaName corev1.ResourceName = "count/clusters.cluster.x-k8s.io"
 
 // standardQuotaNames are the resource names without a "/" that a ResourceQuota accepts (the
 // apiserver's own list); anything else must be "count/<resource>[.<group>]" or an extended resource.
@@ -118,8 +137,8 @@ func validQuotaName(name corev1.ResourceName) error {
 }
 
 // EnsureProjectNamespace makes the project's namespace, labelled with the project id, with its
-// default-deny NetworkPolicy, its ResourceQuota (c.NamespaceQuota) and the RoleBinding that lets
-// the bridge read Secrets there. Everything is server-side applied, so running it again is a no-op
+// default-deny NetworkPolicy, its ResourceQuotas (c.NamespaceQuota, see resourceQuotas) and the
+// RoleBinding that lets the bridge read Secrets there. Everything is server-side applied, so running it again is a no-op
 // and a changed quota reaches an existing namespace the next time it is ensured (a cluster create,
 // or EnsureProjectNamespaces at start-up).
 func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID string) error {
@@ -147,11 +166,14 @@ func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID str
 	if err != nil {
 		return err
 	}
-	rq, err := toApply(resourceQuota(name, quota))
-	if err != nil {
-		return err
+	objects := []*unstructured.Unstructured{ns, rb, np}
+	for _, q := range resourceQuotas(name, quota) {
+		rq, err := toApply(q)
+		if err != nil {
+			return err
+		}
+		objects = append(objects, rq)
 	}
-	objects := []*unstructured.Unstructured{ns, rb, np, rq}
 	if c.ProjectViewers {
 		vb, err := toApply(viewerBinding(name, projectID))
 		if err != nil {
@@ -306,7 +328,8 @@ func viewerBinding(namespace, projectID string) *rbacv1.RoleBinding {
 // Nothing is meant to run in a tenant namespace: it holds the project's CAPI objects and Secrets,
 // which the controllers (CAPI, CAPO, the bridge) read from their own namespaces through the API
 // server, and NetworkPolicies do not govern API access. The policy is there for a pod that appears
-// anyway (a mistake, or a compromised controller creating one; the default quota also has pods=0):
+// anyway (a mistake, or a compromised controller creating one; the default quota also has pods=0
+// for every Pod but the cluster-autoscalers'):
 // it can neither be reached from another project's namespace (no ingress) nor reach one, the
 // workload clusters or the cloud's metadata service (no egress, not even DNS). Another project's
 // pods are covered by the same policy in their own namespace, so traffic between two projects is
@@ -324,14 +347,48 @@ func defaultDenyPolicy(namespace string) *networkingv1.NetworkPolicy {
 	}
 }
 
-// resourceQuota is the project's quota; an empty list applies a quota without limits (rather than
-// deleting the object, which would need one more permission).
-func resourceQuota(namespace string, hard corev1.ResourceList) *corev1.ResourceQuota {
+// resourceQuotas are the project's quotas, from namespace_quota (quota):
+//   - ResourceQuotaName: everything but the pods entry;
+//   - PodsQuotaName: the pods entry, for the Pods of any PriorityClass but AutoscalerPriorityClass
+//     (and those without one);
+//   - AutoscalerQuotaName: as many Pods of AutoscalerPriorityClass as the project may have clusters
+//     (count/clusters.cluster.x-k8s.io, else AutoscalerPodsDefault), its cluster-autoscalers.
+//
+// A quota without an entry is applied without limits (rather than deleted, which would need one more
+// permission). Applied with the same field manager, the main quota of a namespace ensured by an
+// older bridge loses its pods entry.
+func resourceQuotas(namespace string, quota corev1.ResourceList) []*corev1.ResourceQuota {
+	main := corev1.ResourceList{}
+	pods := corev1.ResourceList{}
+	for name, q := range quota {
+		if name == corev1.ResourcePods {
+			pods[name] = q
+		} else {
+			main[name] = q
+		}
+	}
+	autoscalers := resource.MustParse(fmt.Sprint(AutoscalerPodsDefault))
+	if q, ok := quota[clustersQuotaName]; ok {
+		autoscalers = q
+	}
+	byClass := func(op corev1.ScopeSelectorOperator) *corev1.ScopeSelector {
+		return &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+			ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: op, Values: []string{AutoscalerPriorityClass}}}}
+	}
+	return []*corev1.ResourceQuota{
+		resourceQuota(namespace, ResourceQuotaName, corev1.ResourceQuotaSpec{Hard: main}),
+		resourceQuota(namespace, PodsQuotaName, corev1.ResourceQuotaSpec{Hard: pods, ScopeSelector: byClass(corev1.ScopeSelectorOpNotIn)}),
+		resourceQuota(namespace, AutoscalerQuotaName, corev1.ResourceQuotaSpec{
+			Hard: corev1.ResourceList{corev1.ResourcePods: autoscalers}, ScopeSelector: byClass(corev1.ScopeSelectorOpIn)}),
+	}
+}
+
+func resourceQuota(namespace, name string, spec corev1.ResourceQuotaSpec) *corev1.ResourceQuota {
 	return &corev1.ResourceQuota{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
-		ObjectMeta: metav1.ObjectMeta{Name: ResourceQuotaName, Namespace: namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
-		Spec: corev1.ResourceQuotaSpec{Hard: hard},
+		Spec: spec,
 	}
 }
 

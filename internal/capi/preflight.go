@@ -22,11 +22,24 @@ var ConfiningPolicies = []string{
 	"magnum-capi-bridge-project-namespaces-only",
 	"magnum-capi-bridge-own-namespaces",
 	"magnum-capi-bridge-binds-only-itself",
+	"magnum-capi-bridge-autoscaler-roles",
+	"magnum-capi-bridge-autoscaler-deployments",
 }
 
 // ClassPolicy keeps every Cluster in a project namespace on a ClusterClass of its own namespace;
 // it applies to everyone.
 const ClassPolicy = "magnum-project-clusters-use-own-classes"
+
+// AutoscalerPolicy keeps each cluster-autoscaler (ServiceAccount <cluster>-autoscaler of a project
+// namespace) to annotating the Machines of its own cluster; it applies to the autoscalers, not to
+// the bridge.
+const AutoscalerPolicy = "magnum-cluster-autoscaler-own-cluster"
+
+// AdmissionPolicies are all the policies CheckAdmissionPolicies requires: ConfiningPolicies, then
+// ClassPolicy and AutoscalerPolicy.
+func AdmissionPolicies() []string {
+	return append(slices.Clone(ConfiningPolicies), ClassPolicy, AutoscalerPolicy)
+}
 
 // APIResource is a resource the bridge reads or writes, by group/version and plural name.
 type APIResource struct{ GroupVersion, Resource string }
@@ -86,7 +99,7 @@ func CheckAdmissionPolicies(ctx context.Context, cfg *rest.Config, username stri
 		return err
 	}
 	api := cs.AdmissionregistrationV1()
-	for _, name := range append(slices.Clone(ConfiningPolicies), ClassPolicy) {
+	for _, name := range AdmissionPolicies() {
 		p, err := api.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("ValidatingAdmissionPolicy %s does not exist: apply deploy/kubernetes/admission-policy.yaml (or install the Helm chart)", name)
@@ -94,7 +107,7 @@ func CheckAdmissionPolicies(ctx context.Context, cfg *rest.Config, username stri
 		if err != nil {
 			return fmt.Errorf("read ValidatingAdmissionPolicy %s: %w", name, err)
 		}
-		if name != ClassPolicy && !namesUser(p, username) {
+		if slices.Contains(ConfiningPolicies, name) && !namesUser(p, username) {
 			return fmt.Errorf("ValidatingAdmissionPolicy %s does not apply to %s, the identity the bridge runs as: its ServiceAccount and the policies must name the same account", name, username)
 		}
 		b, err := api.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})

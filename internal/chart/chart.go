@@ -119,8 +119,9 @@ func Manifest(rendered map[string]string) string {
 	return b.String()
 }
 
-// KubernetesFiles are deploy/kubernetes's files: the chart's RBAC (with the namespace) and admission
-// policies, rendered for release and namespace magnum-capi-bridge.
+// KubernetesFiles are deploy/kubernetes's files: the chart's RBAC (with the namespace), admission
+// policies and the cluster-autoscalers' PriorityClass, rendered for release and namespace
+// magnum-capi-bridge.
 func KubernetesFiles() (map[string]string, error) {
 	rendered, err := Render(Name, Name, map[string]any{
 		"createNamespace": true,
@@ -131,11 +132,13 @@ func KubernetesFiles() (map[string]string, error) {
 	}
 	header := "# Generated from the Helm chart deploy/helm/magnum-capi-bridge (templates/%s) by `make generate`:\n" +
 		"# edit the chart, not this file. Apply with\n" +
-		"#   kubectl apply --server-side -f deploy/kubernetes/rbac.yaml -f deploy/kubernetes/admission-policy.yaml\n"
+		"#   kubectl apply --server-side -f deploy/kubernetes/rbac.yaml -f deploy/kubernetes/admission-policy.yaml \\\n" +
+		"#     -f deploy/kubernetes/priority-class.yaml\n"
 	return map[string]string{
 		"rbac.yaml": fmt.Sprintf(header, "namespace.yaml, rbac.yaml") + strings.TrimSpace(Template(rendered, "namespace.yaml")) +
 			"\n---\n" + strings.TrimSpace(Template(rendered, "rbac.yaml")) + "\n",
 		"admission-policy.yaml": fmt.Sprintf(header, "admission-policy.yaml") + strings.TrimSpace(Template(rendered, "admission-policy.yaml")) + "\n",
+		"priority-class.yaml":   fmt.Sprintf(header, "priority-class.yaml") + strings.TrimSpace(Template(rendered, "priority-class.yaml")) + "\n",
 	}, nil
 }
 

@@ -3,11 +3,13 @@ package chart
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 )
@@ -32,6 +34,18 @@ func render(t *testing.T, namespace string, values map[string]any) map[string]*u
 	return byKey
 }
 
+func rules(t *testing.T, role *unstructured.Unstructured) []map[string]any {
+	t.Helper()
+	require.NotNil(t, role)
+	rs, _, err := unstructured.NestedSlice(role.Object, "rules")
+	require.NoError(t, err)
+	out := make([]map[string]any, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.(map[string]any))
+	}
+	return out
+}
+
 func container(t *testing.T, d *unstructured.Unstructured) map[string]any {
 	t.Helper()
 	cs, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
@@ -44,7 +58,7 @@ func container(t *testing.T, d *unstructured.Unstructured) map[string]any {
 func TestDeployKubernetesIsTheChartsRender(t *testing.T) {
 	files, err := KubernetesFiles()
 	require.NoError(t, err)
-	require.Len(t, files, 2)
+	require.Len(t, files, 3)
 	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join(KubernetesDir(), name))
 		require.NoError(t, err)
@@ -61,10 +75,25 @@ func TestDefaultValues(t *testing.T) {
 	}
 	require.NotContains(t, objs, "ServiceMonitor/mcb-magnum-capi-bridge", "off by default")
 	require.NotContains(t, objs, "Namespace/magnum-capi-bridge", "helm install --create-namespace owns it")
-	for _, p := range append(append([]string{}, capi.ConfiningPolicies...), capi.ClassPolicy) {
+	for _, p := range capi.AdmissionPolicies() {
 		require.Contains(t, objs, "ValidatingAdmissionPolicy/"+p)
 		require.Contains(t, objs, "ValidatingAdmissionPolicyBinding/"+p)
 	}
+	// The bridge reads each policy and binding by name at start-up, and those only.
+	var policyNames []any
+	for _, r := range rules(t, objs["ClusterRole/magnum-capi-bridge"]) {
+		if slices.Contains(r["resources"].([]any), any("validatingadmissionpolicies")) {
+			policyNames = r["resourceNames"].([]any)
+		}
+	}
+	require.ElementsMatch(t, capi.AdmissionPolicies(), policyNames)
+	// The autoscalers' PriorityClass, the one their Deployments name and the quota admits.
+	pc := objs["PriorityClass/"+autoscaler.PriorityClass]
+	require.NotNil(t, pc)
+	require.Equal(t, capi.AutoscalerPriorityClass, pc.GetName())
+	require.EqualValues(t, 1000, pc.Object["value"])
+	require.Equal(t, false, pc.Object["globalDefault"])
+	require.Equal(t, "Never", pc.Object["preemptionPolicy"])
 
 	d := objs["Deployment/mcb-magnum-capi-bridge"]
 	replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")

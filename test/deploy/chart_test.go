@@ -61,7 +61,8 @@ func TestChartServerSideDryRun(t *testing.T) {
 				kinds[o.GetKind()]++
 			}
 			require.Equal(t, 1, kinds["Deployment"])
-			require.Equal(t, 4, kinds["ValidatingAdmissionPolicy"])
+			require.Equal(t, 7, kinds["ValidatingAdmissionPolicy"])
+			require.Equal(t, 1, kinds["PriorityClass"])
 			// The same field manager as deploy/local/bridge-rbac.sh, which applied deploy/kubernetes.
 			out, err := kubectl(t, admin, chart.Manifest(rendered), "apply", "--server-side", "--dry-run=server",
 				"--field-manager=magnum-capi-bridge-deploy", "--force-conflicts", "-f", "-")
@@ -91,9 +92,10 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 		"bridge":     map[string]any{"namespace_prefix": prefix, "default_infrastructure": "inmemory", "cluster_credentials": "false"},
 	}})
 	require.NoError(t, err)
-	// The chart's ServiceAccount, RBAC and admission policies, installed as `helm install` would (with
-	// the field manager of deploy/local/bridge-rbac.sh, which applies the same objects).
-	out, err := kubectl(t, admin, chart.Template(rendered, "rbac.yaml")+"\n---\n"+chart.Template(rendered, "admission-policy.yaml"),
+	// The chart's ServiceAccount, RBAC, admission policies and PriorityClass, installed as `helm install`
+	// would (with the field manager of deploy/local/bridge-rbac.sh, which applies the same objects).
+	out, err := kubectl(t, admin, chart.Template(rendered, "rbac.yaml")+"\n---\n"+chart.Template(rendered, "admission-policy.yaml")+
+		"\n---\n"+chart.Template(rendered, "priority-class.yaml"),
 		"apply", "--server-side", "--field-manager=magnum-capi-bridge-deploy", "--force-conflicts", "-f", "-")
 	require.NoError(t, err, out)
 	objs, err := chart.Objects(rendered)
