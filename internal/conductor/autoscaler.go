@@ -115,7 +115,7 @@ func (c *Conductor) followAutoscaler(ctx context.Context, cl *magnum.Cluster, ob
 	note, err := c.applyAutoscaler(ctx, cl, obs)
 	if err != nil {
 		c.log.WarnContext(ctx, "cluster autoscaler: the management cluster refused a change; tried again", "cluster", cl.UUID.Or(""), "error", err)
-		return "the cluster autoscaler could not be set up: " + err.Error(), true
+		return autoscalerNotePrefix + "could not be set up: " + err.Error(), true
 	}
 	return note, false
 }
@@ -141,7 +141,7 @@ func (c *Conductor) applyAutoscaler(ctx context.Context, cl *magnum.Cluster, obs
 	labels := dictMap(cl.Labels)
 	settings, err := autoscaler.SettingsFromLabels(labels)
 	if err != nil {
-		return "the cluster autoscaler cannot run: " + err.Error(), nil
+		return autoscalerNotePrefix + "cannot run: " + err.Error(), nil
 	}
 	objs, err := autoscaler.Render(autoscaler.Input{
 		Namespace: obs.Cluster.Namespace, Cluster: obs.Cluster.Name, ClusterUUID: id, ProjectID: cl.ProjectID.Or(""),
@@ -149,7 +149,7 @@ func (c *Conductor) applyAutoscaler(ctx context.Context, cl *magnum.Cluster, obs
 		Tag: labels[templates.LabelAutoscalerTag], MachineDeployments: slices.Sorted(slices.Values(mds)), Settings: settings,
 	})
 	if err != nil {
-		return "the cluster autoscaler cannot run: " + err.Error(), nil
+		return autoscalerNotePrefix + "cannot run: " + err.Error(), nil
 	}
 	if obs.Autoscaler != nil && obs.Autoscaler.Annotations[autoscaler.AnnotationRendered] == objs.Deployment.Annotations[autoscaler.AnnotationRendered] {
 		return autoscaler.Problem(obs.Autoscaler), nil
@@ -160,6 +160,22 @@ func (c *Conductor) applyAutoscaler(ctx context.Context, cl *magnum.Cluster, obs
 	c.log.InfoContext(ctx, "cluster autoscaler applied", "cluster", id, "image", objs.Deployment.Spec.Template.Spec.Containers[0].Image,
 		"machinedeployments", strings.Join(mds, ","))
 	return "", nil
+}
+
+// autoscalerNotePrefix begins every note followAutoscaler gives.
+const autoscalerNotePrefix = "the cluster autoscaler "
+
+// withoutAutoscalerNote drops an earlier autoscaler note from a stored status reason: a steady
+// cluster keeps its reason, and a problem that went away must not stay in it.
+func withoutAutoscalerNote(reason string) string {
+	parts := strings.Split(reason, "; ")
+	kept := parts[:0]
+	for _, p := range parts {
+		if !strings.HasPrefix(p, autoscalerNotePrefix) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "; ")
 }
 
 // withNote appends note to a status reason once.

@@ -108,3 +108,11 @@ func TestTheAutoscalerFollowsTheCluster(t *testing.T) {
 	require.True(t, retry)
 	require.Contains(t, note, "the cluster autoscaler could not be set up")
 }
+
+func TestAnAutoscalerNoteGoesWhenItsProblemDoes(t *testing.T) {
+	stored := withNote("labels not implemented by magnum-capi-bridge (ignored): x", "the cluster autoscaler cannot run (FailedCreate): quota")
+	require.Equal(t, "labels not implemented by magnum-capi-bridge (ignored): x; the cluster autoscaler cannot run (FailedCreate): quota", stored)
+	require.Equal(t, "labels not implemented by magnum-capi-bridge (ignored): x", withoutAutoscalerNote(stored))
+	require.Equal(t, "", withoutAutoscalerNote("the cluster autoscaler cannot run (FailedCreate): quota"))
+	require.Equal(t, stored, withNote(withoutAutoscalerNote(stored), "the cluster autoscaler cannot run (FailedCreate): quota"), "written once")
+}

@@ -94,7 +94,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
 		d.StatusReason = withNote(d.StatusReason, "labels not implemented by magnum-capi-bridge (ignored): "+strings.Join(unimpl, ", "))
 	}
-	d.StatusReason = withNote(d.StatusReason, autoscalerNote)
+	d.StatusReason = withNote(withoutAutoscalerNote(d.StatusReason), autoscalerNote)
 
 	u := ClusterUpdate{OnlyIfStatus: []magnum.ClusterStatus{status}}
 	changed := false
