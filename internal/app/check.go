@@ -100,6 +100,18 @@ func Check(ctx context.Context, o *Options, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	if err := step("cluster autoscalers", func(ctx context.Context) (string, error) {
+		missing, err := capi.AutoscalerRights(ctx, cfg)
+		if err != nil {
+			return "", err
+		}
+		if len(missing) > 0 {
+			return "none will run: the bridge's role lacks " + strings.Join(missing, ", ") + " (deploy/kubernetes/rbac.yaml)", nil
+		}
+		return "the bridge may run them", nil
+	}); err != nil {
+		return err
+	}
 	if err := step("Keystone", func(ctx context.Context) (string, error) {
 		s := o.Bridge.ServiceUser
 		if s == nil {
