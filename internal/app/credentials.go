@@ -350,9 +350,9 @@ func otherProject(tokenProject, clusterProject string) string {
 	return fmt.Sprintf("the request's token is scoped to project %s, the cluster belongs to project %s", tokenProject, clusterProject)
 }
 
-// novaFlavors implements conductor.Flavors with internal/compute as the request's user, in the
-// catalog novaServerGroups uses. A flavor rarely changes: an answer is kept for flavorCacheTTL per
-// project and flavor, in an LRU of flavorCacheSize.
+// novaFlavors implements conductor.Flavors with internal/compute as the cluster's cloud
+// credential. A flavor rarely changes: an answer is kept for flavorCacheTTL per project and flavor,
+// in an LRU of flavorCacheSize, which also spares Keystone a token per lookup.
 type novaFlavors struct {
 	nova  novaServerGroups
 	now   func() time.Time
@@ -373,13 +373,13 @@ func newNovaFlavors(n novaServerGroups) *novaFlavors {
 	return &novaFlavors{nova: n, now: time.Now, cache: lru.New(flavorCacheSize)}
 }
 
-func (f *novaFlavors) FindFlavor(ctx context.Context, caller *rpc.Context, projectID, ref string) (autoscaler.Flavor, error) {
+func (f *novaFlavors) FindFlavor(ctx context.Context, cloudsYAML, caCert []byte, projectID, ref string) (autoscaler.Flavor, error) {
 	key := projectID + "\x00" + ref
 	now := f.now()
 	if v, ok := f.cache.Get(key); ok && now.Sub(v.(cachedFlavor).at) < flavorCacheTTL {
 		return v.(cachedFlavor).flavor, nil
 	}
-	c, err := f.nova.asCaller(caller, projectID)
+	c, err := f.nova.client(ctx, cloudsYAML, caCert)
 	if err != nil {
 		return autoscaler.Flavor{}, err
 	}

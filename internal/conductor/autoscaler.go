@@ -13,27 +13,26 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
-// Flavors finds a Nova flavor as the request's user (magnum-api checked the same flavor with the
-// same token), for the size the autoscaler is told a node of an empty group would have.
+// Flavors finds a Nova flavor as the cluster's own cloud credential (its project sees its private
+// flavors too), for the size the autoscaler is told a node of an empty group would have.
 type Flavors interface {
-	FindFlavor(ctx context.Context, caller *rpc.Context, projectID, ref string) (autoscaler.Flavor, error)
+	FindFlavor(ctx context.Context, cloudsYAML, caCert []byte, projectID, ref string) (autoscaler.Flavor, error)
 }
 
 // autoscalerRetryAfter is how soon a refused autoscaler change is tried again.
 const autoscalerRetryAfter = 30 * time.Second
 
-// errNoCaller: an apply outside a request (a resumed operation) has no token to ask Nova with.
-var errNoCaller = errors.New("no request token to look the flavor up with")
+// errNoFlavors: Nova cannot be asked (no cloud credentials configured, or none stored for the cluster).
+var errNoFlavors = errors.New("no cloud credential to look the flavor up with")
 
 // annotateCapacity gives each autoscaled worker MachineDeployment the capacity of a node of its
 // flavor, so the autoscaler can grow the group from zero machines. Where Nova cannot be asked (no
-// request token, Nova failing) the live Cluster's annotations are kept: an apply never takes back
-// what an earlier one gave.
-func (c *Conductor) annotateCapacity(ctx context.Context, caller *rpc.Context, in templates.Input, rendered *templates.Rendered) error {
+// cloud credential, Nova failing) the live Cluster's annotations are kept: an apply never takes
+// back what an earlier one gave.
+func (c *Conductor) annotateCapacity(ctx context.Context, cl *magnum.Cluster, in templates.Input, rendered *templates.Rendered) error {
 	byMD := map[string]map[string]string{}
 	var live *clusterv1.Cluster
 	liveRead := false
@@ -42,12 +41,12 @@ func (c *Conductor) annotateCapacity(ctx context.Context, caller *rpc.Context, i
 			continue
 		}
 		md := templates.MachineDeploymentName(ng)
-		capacity, err := c.capacity(ctx, caller, in, ng)
+		capacity, err := c.capacity(ctx, cl, in, ng)
 		if err != nil {
 			if permanent(err) {
 				return err
 			}
-			if !errors.Is(err, errNoCaller) {
+			if !errors.Is(err, errNoFlavors) {
 				c.log.WarnContext(ctx, "autoscaler capacity: the flavor could not be read; the cluster keeps what it has", "cluster", in.Cluster.UUID,
 					"nodegroup", ng.Name, "flavor", in.WorkerFlavor(ng), "error", err)
 			}
@@ -66,11 +65,18 @@ func (c *Conductor) annotateCapacity(ctx context.Context, caller *rpc.Context, i
 	return templates.AnnotateMachineDeployments(rendered.Cluster, byMD)
 }
 
-func (c *Conductor) capacity(ctx context.Context, caller *rpc.Context, in templates.Input, ng templates.NodeGroup) (map[string]string, error) {
-	if c.opts.Flavors == nil || caller == nil || caller.AuthToken == "" || len(caller.AuthTokenInfo) == 0 {
-		return nil, errNoCaller
+func (c *Conductor) capacity(ctx context.Context, cl *magnum.Cluster, in templates.Input, ng templates.NodeGroup) (map[string]string, error) {
+	if c.opts.Flavors == nil {
+		return nil, errNoFlavors
 	}
-	flavor, err := c.opts.Flavors.FindFlavor(ctx, caller, in.Cluster.ProjectID, in.WorkerFlavor(ng))
+	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errNoFlavors
+	}
+	flavor, err := c.opts.Flavors.FindFlavor(ctx, clouds, ca, in.Cluster.ProjectID, in.WorkerFlavor(ng))
 	if err != nil {
 		return nil, err
 	}

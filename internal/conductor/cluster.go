@@ -301,9 +301,6 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 			return err
 		}
 	}
-	if err := c.annotateCapacity(ctx, caller, in, rendered); err != nil {
-		return err
-	}
 	steps.mark("rows+render")
 	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
 		return err
@@ -317,6 +314,10 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 		return err
 	}
 	steps.mark("cloud")
+	// After the credential: the flavors are looked up as the cluster's own.
+	if err := c.annotateCapacity(ctx, cl, in, rendered); err != nil {
+		return err
+	}
 	if err := c.kube.ApplyUnchanged(ctx, rendered.ClassObjects...); err != nil {
 		return err
 	}

@@ -251,6 +251,14 @@ func TestFlavorsListDetailAndGet(t *testing.T) {
 	require.Len(t, large.Flavors, 1)
 	assert.Equal(t, "m1.large", large.Flavors[0]["name"])
 
+	var specs struct {
+		ExtraSpecs map[string]string `json:"extra_specs"`
+	}
+	r = getJSON(t, compute+"/flavors/3/os-extra_specs", &specs)
+	require.Equal(t, http.StatusOK, r.status)
+	assert.NotNil(t, specs.ExtraSpecs, "a flavor without extra specs has an empty map")
+	assert.Equal(t, http.StatusNotFound, do(t, http.MethodGet, compute+"/flavors/99/os-extra_specs", nil).status)
+
 	r = do(t, http.MethodGet, compute+"/flavors/99", nil)
 	assert.Equal(t, http.StatusNotFound, r.status)
 	assert.JSONEq(t, `{"itemNotFound":{"code":404,"message":"Flavor 99 could not be found."}}`, string(r.body))

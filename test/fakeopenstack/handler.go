@@ -366,6 +366,7 @@ func (c *Cloud) computeRoutes() *http.ServeMux {
 	mux.HandleFunc("GET /v2.1/flavors", c.listFlavors(false))
 	mux.HandleFunc("GET /v2.1/flavors/detail", c.listFlavors(true))
 	mux.HandleFunc("GET /v2.1/flavors/{id}", c.getFlavor)
+	mux.HandleFunc("GET /v2.1/flavors/{id}/os-extra_specs", c.getFlavorExtraSpecs)
 	mux.HandleFunc("GET /v2.1/os-keypairs", c.listKeypairs)
 	mux.HandleFunc("POST /v2.1/flavors", c.createFlavor)
 	mux.HandleFunc("DELETE /v2.1/flavors/{id}", c.deleteFlavor)
@@ -466,6 +467,23 @@ func (c *Cloud) getFlavor(w http.ResponseWriter, r *http.Request) {
 	for _, f := range c.flavors() {
 		if f.ID == id {
 			writeJSON(w, http.StatusOK, map[string]any{"flavor": flavorDoc(r, f, true)})
+			return
+		}
+	}
+	notFound(w, ComputeService, fmt.Sprintf("Flavor %s could not be found.", id), "")
+}
+
+// getFlavorExtraSpecs serves a flavor's extra specs (`openstack flavor show` asks for them).
+func (c *Cloud) getFlavorExtraSpecs(w http.ResponseWriter, r *http.Request) {
+	echoMicroversion(w, r)
+	id := r.PathValue("id")
+	for _, f := range c.flavors() {
+		if f.ID == id {
+			specs := f.ExtraSpecs
+			if specs == nil {
+				specs = map[string]string{}
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"extra_specs": specs})
 			return
 		}
 	}
