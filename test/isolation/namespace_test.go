@@ -12,10 +12,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -25,14 +27,15 @@ import (
 // TestProjectNamespacesFromTheCLI creates a cluster as each of two tenants (clouds devstack and
 // devstack-alt) through the real CLI and magnum-api, then checks what the bridge made for each
 // project: its own namespace, a NetworkPolicy that denies every pod all ingress and egress, the
-// ResourceQuota of the bridge's configuration (in force: the quota controller counts the cluster),
+// ResourceQuotas of the bridge's configuration (in force: the quota controller counts the cluster),
 // and the RoleBinding that is the bridge's only way to read Secrets there.
 //
 // The management cluster has no CNI and no kube-proxy (no pods run in it at all), so "a pod of
 // project A cannot reach project B" is asserted on the objects a CNI enforces, not with packets: A's
 // policy selects every pod of A and allows no egress, B's selects every pod of B and allows no
 // ingress, and no other policy in either namespace opens anything. With the default quota (pods=0)
-// such a pod cannot even be created, which is checked with a real pod.
+// such a pod cannot even be created, which is checked with a real pod; only a cluster-autoscaler's
+// (its PriorityClass) is admitted.
 func TestProjectNamespacesFromTheCLI(t *testing.T) {
 	f := setup(t)
 	type tenant struct{ cloud, project, namespace, cluster string }
@@ -114,7 +117,7 @@ func TestProjectNamespacesFromTheCLI(t *testing.T) {
 			return nil
 		})
 		if pods, ok := f.opts.Bridge.NamespaceQuota[corev1.ResourcePods]; ok && pods.IsZero() {
-			requireNoPods(t, f, tn.namespace)
+			requireAutoscalerPods(t, f, tn.namespace)
 		}
 	}
 }
@@ -145,17 +148,49 @@ func requireDefaultDeny(t *testing.T, f *fixture, namespace string) {
 	}, np.Spec)
 }
 
-// requireQuota: the namespace's ResourceQuota limits exactly what want lists.
+// requireQuota: the namespace's ResourceQuotas limit exactly what want lists: the main one all but
+// pods, magnum-project-pods the Pods of every PriorityClass but the autoscalers' (want's pods entry),
+// magnum-cluster-autoscalers the autoscalers' Pods (want's count/clusters, else 50).
 func requireQuota(t *testing.T, f *fixture, namespace string, want corev1.ResourceList) {
 	t.Helper()
 	var l corev1.ResourceQuotaList
 	require.NoError(t, f.admin.List(ctxFor(t, 20*time.Second), &l, client.InNamespace(namespace)))
-	require.Len(t, l.Items, 1)
-	q := l.Items[0]
-	require.Equal(t, capi.ResourceQuotaName, q.Name)
-	require.Empty(t, q.Spec.Scopes)
-	require.Nil(t, q.Spec.ScopeSelector)
-	require.True(t, sameResources(want, q.Spec.Hard), "spec.hard %v, configured %v", names(q.Spec.Hard), names(want))
+	require.Len(t, l.Items, 3)
+	byName := map[string]corev1.ResourceQuota{}
+	for _, q := range l.Items {
+		byName[q.Name] = q
+		require.Empty(t, q.Spec.Scopes, q.Name)
+	}
+	main, pods := corev1.ResourceList{}, corev1.ResourceList{}
+	for k, v := range want {
+		if k == corev1.ResourcePods {
+			pods[k] = v
+		} else {
+			main[k] = v
+		}
+	}
+	autoscalers := corev1.ResourceList{corev1.ResourcePods: resource.MustParse(fmt.Sprint(capi.AutoscalerPodsDefault))}
+	if n, ok := want["count/clusters.cluster.x-k8s.io"]; ok {
+		autoscalers[corev1.ResourcePods] = n
+	}
+	class := func(op corev1.ScopeSelectorOperator) *corev1.ScopeSelector {
+		return &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
+			ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: op, Values: []string{autoscaler.PriorityClass}}}}
+	}
+	for _, c := range []struct {
+		name  string
+		scope *corev1.ScopeSelector
+		hard  corev1.ResourceList
+	}{
+		{capi.ResourceQuotaName, nil, main},
+		{capi.PodsQuotaName, class(corev1.ScopeSelectorOpNotIn), pods},
+		{capi.AutoscalerQuotaName, class(corev1.ScopeSelectorOpIn), autoscalers},
+	} {
+		q, ok := byName[c.name]
+		require.True(t, ok, "no ResourceQuota %s in %s", c.name, namespace)
+		require.Equal(t, c.scope, q.Spec.ScopeSelector, c.name)
+		require.True(t, sameResources(c.hard, q.Spec.Hard), "%s: spec.hard %v, want %v", c.name, names(q.Spec.Hard), names(c.hard))
+	}
 }
 
 func requireSecretReaderBinding(t *testing.T, f *fixture, namespace string) {
@@ -181,8 +216,8 @@ func requireViewerBinding(t *testing.T, f *fixture, namespace, project string) {
 	require.Equal(t, []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: kubegroup.Project(project)}}, rb.Subjects)
 }
 
-// requireNoPods: a pod cannot be created in the namespace (pods=0). Run as the admin, who is not
-// bound by RBAC: only the quota stands in the way.
+// requireNoPods: a pod cannot be created in the namespace (pods=0), unless it is a cluster-autoscaler's
+// (requireAutoscalerPods). Run as the admin, who is not bound by RBAC: only the quota stands in the way.
 func requireNoPods(t *testing.T, f *fixture, namespace string) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "iso-probe", Namespace: namespace},
@@ -193,7 +228,36 @@ func requireNoPods(t *testing.T, f *fixture, namespace string) {
 		t.Fatalf("a pod was created in project namespace %s", namespace)
 	}
 	require.True(t, apierrors.IsForbidden(err), "%v", err)
-	require.Contains(t, err.Error(), "exceeded quota")
+	require.Contains(t, err.Error(), "exceeded quota: "+capi.PodsQuotaName)
+}
+
+// requireAutoscalerPods: once the quota controller has computed the scoped quotas, a pod of another
+// PriorityClass is refused and a cluster-autoscaler's (priorityClassName magnum-cluster-autoscaler)
+// is admitted (a server-side dry run as the admin: the quota is checked, nothing is stored).
+func requireAutoscalerPods(t *testing.T, f *fixture, namespace string) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	testutil.Eventually(t, time.Minute, "the quota controller to compute the Pod quotas of "+namespace, func() error {
+		for _, name := range []string{capi.PodsQuotaName, capi.AutoscalerQuotaName} {
+			var q corev1.ResourceQuota
+			if err := f.admin.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &q); err != nil {
+				return err
+			}
+			if !sameResources(q.Status.Hard, q.Spec.Hard) {
+				return fmt.Errorf("%s: status.hard %v, spec.hard %v", name, names(q.Status.Hard), names(q.Spec.Hard))
+			}
+		}
+		return nil
+	})
+	requireNoPods(t, f, namespace)
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "iso-probe", Namespace: namespace},
+		Spec: corev1.PodSpec{PriorityClassName: "system-cluster-critical", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	err := f.admin.Create(ctx, other, client.DryRunAll)
+	require.True(t, apierrors.IsForbidden(err), "a pod of another PriorityClass: %v", err)
+	require.Contains(t, err.Error(), "exceeded quota: "+capi.PodsQuotaName)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "iso-autoscaler", Namespace: namespace},
+		Spec: corev1.PodSpec{PriorityClassName: autoscaler.PriorityClass, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	require.NoError(t, f.admin.Create(ctx, pod, client.DryRunAll), "a cluster-autoscaler's pod (is deploy/kubernetes/priority-class.yaml applied?)")
 }
 
 func sameResources(a, b corev1.ResourceList) bool {
@@ -231,6 +295,16 @@ func TestQuotaFollowsConfigurationAndIsEnforced(t *testing.T) {
 	requireQuota(t, f, ns, first)
 	requireDefaultDeny(t, f, ns)
 	requireSecretReaderBinding(t, f, ns)
+
+	// A namespace of an older bridge: one quota, with the pods entry. Ensured again, the entry moves
+	// to magnum-project-pods (the same field manager: the apply drops it from the main quota).
+	old := &corev1.ResourceQuota{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
+		ObjectMeta: metav1.ObjectMeta{Name: capi.ResourceQuotaName, Namespace: ns, Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Spec:       corev1.ResourceQuotaSpec{Hard: first}}
+	require.NoError(t, f.bridge.Apply(ctx, asUnstructured(t, old)))
+	var q corev1.ResourceQuota
+	require.NoError(t, f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.ResourceQuotaName}, &q))
+	require.Contains(t, q.Spec.Hard, corev1.ResourcePods)
 
 	second, err := capi.ParseNamespaceQuota("secrets=3, pods=0")
 	require.NoError(t, err)
@@ -271,7 +345,7 @@ func TestQuotaFollowsConfigurationAndIsEnforced(t *testing.T) {
 		if err := f.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: capi.ResourceQuotaName}, &q); err != nil {
 			return err
 		}
-		if !sameResources(q.Status.Hard, second) {
+		if !sameResources(q.Status.Hard, q.Spec.Hard) || len(q.Status.Hard) != 1 {
 			return fmt.Errorf("status.hard %v", names(q.Status.Hard))
 		}
 		return nil
@@ -285,5 +359,5 @@ func TestQuotaFollowsConfigurationAndIsEnforced(t *testing.T) {
 	err = f.admin.Create(ctx, secret(4))
 	require.True(t, apierrors.IsForbidden(err), "a fourth Secret: %v", err)
 	require.Contains(t, err.Error(), "exceeded quota: "+capi.ResourceQuotaName)
-	requireNoPods(t, f, ns)
+	requireAutoscalerPods(t, f, ns)
 }

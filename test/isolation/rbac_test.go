@@ -85,8 +85,17 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machinesets"}, "list")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
+	// A cluster-autoscaler's ServiceAccount, Role, RoleBinding and Deployment: applied, deleted by
+	// label; the Role grants what the bridge does not hold (escalate) and is bound (bind); the
+	// Deployments are watched. The admission policies confine all of it (TestBridgeWritesOnlyAutoscalers).
+	allowed = append(allowed, with(attrs{Namespace: ns, Resource: "serviceaccounts"}, "create", "patch", "deletecollection")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "rbac.authorization.k8s.io", Resource: "roles"},
+		"create", "patch", "deletecollection", "escalate", "bind")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, "deletecollection")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "apps", Resource: "deployments"}, "create", "patch", "deletecollection")...)
+	allowed = append(allowed, with(attrs{Group: "apps", Resource: "deployments"}, "list", "watch")...)
 	// Start-up checks the admission policies that confine it, by name.
-	for _, p := range append(append([]string{}, capi.ConfiningPolicies...), capi.ClassPolicy) {
+	for _, p := range capi.AdmissionPolicies() {
 		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: p}, "get")...)
 		allowed = append(allowed, with(attrs{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings", Name: p}, "get")...)
 	}
@@ -136,6 +145,26 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "create", Namespace: bridgeNamespace, Resource: "configmaps"},
 		{Verb: "get", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: "someone-elses"},
 		{Verb: "list", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
+		// The autoscaler's rights are the autoscaler's: the bridge neither holds them nor can get its token.
+		{Verb: "patch", Namespace: ns, Group: capiGroup, Resource: "machinedeployments"},
+		{Verb: "update", Namespace: ns, Group: capiGroup, Resource: "machinedeployments", Subresource: "scale"},
+		{Verb: "create", Namespace: ns, Resource: "serviceaccounts", Subresource: "token"},
+		{Verb: "get", Namespace: ns, Resource: "serviceaccounts"},
+		{Verb: "delete", Namespace: ns, Resource: "serviceaccounts"},
+		{Verb: "delete", Namespace: ns, Group: "rbac.authorization.k8s.io", Resource: "roles"},
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "admin"},
+		// Deployments only: no other workload, no scale or status subresource, no pods.
+		{Verb: "delete", Namespace: ns, Group: "apps", Resource: "deployments"},
+		{Verb: "update", Namespace: ns, Group: "apps", Resource: "deployments"},
+		{Verb: "patch", Namespace: ns, Group: "apps", Resource: "deployments", Subresource: "scale"},
+		{Verb: "patch", Namespace: ns, Group: "apps", Resource: "deployments", Subresource: "status"},
+		{Verb: "create", Namespace: ns, Group: "apps", Resource: "replicasets"},
+		{Verb: "create", Namespace: ns, Group: "apps", Resource: "daemonsets"},
+		{Verb: "create", Namespace: ns, Group: "apps", Resource: "statefulsets"},
+		{Verb: "create", Namespace: ns, Group: "batch", Resource: "jobs"},
+		{Verb: "create", Namespace: ns, Group: "batch", Resource: "cronjobs"},
+		{Verb: "list", Namespace: ns, Resource: "pods"},
+		{Verb: "create", Group: "scheduling.k8s.io", Resource: "priorityclasses"},
 	}
 
 	for _, a := range allowed {
