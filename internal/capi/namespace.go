@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sort"
 	"strings"
 	"sync"
@@ -166,7 +169,11 @@ func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID str
 	if err != nil {
 		return err
 	}
-	objects := []*unstructured.Unstructured{ns, rb, np}
+	egress, err := toApply(autoscalerEgressPolicy(name))
+	if err != nil {
+		return err
+	}
+	objects := []*unstructured.Unstructured{ns, rb, np, egress}
 	for _, q := range resourceQuotas(name, quota) {
 		rq, err := toApply(q)
 		if err != nil {
@@ -343,6 +350,33 @@ func defaultDenyPolicy(namespace string) *networkingv1.NetworkPolicy {
 			PodSelector: metav1.LabelSelector{}, // every pod of the namespace
 			// Both types with no rules: nothing is allowed in either direction.
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+}
+
+// AutoscalerEgressPolicyName is the NetworkPolicy that lets the cluster-autoscalers of a project
+// namespace reach what they need through its default deny.
+const AutoscalerEgressPolicyName = "cluster-autoscaler-egress"
+
+// autoscalerEgressPolicy: a cluster-autoscaler (internal/autoscaler) talks to two API servers, the
+// management cluster's (in-cluster, 443 or its endpoints' 6443) and its workload cluster's (6443
+// behind the API load balancer, or 443), after resolving their names. Nothing else leaves, and
+// nothing may reach it.
+func autoscalerEgressPolicy(namespace string) *networkingv1.NetworkPolicy {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port := func(p corev1.Protocol, n int) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: &p, Port: ptr.To(intstr.FromInt32(int32(n)))}
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: AutoscalerEgressPolicyName, Namespace: namespace,
+			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/component": autoscaler.Component}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{port(tcp, 443), port(tcp, 6443), port(udp, 53), port(tcp, 53)},
+			}},
 		},
 	}
 }

@@ -113,6 +113,14 @@ func TestBridgeWritesOnlyAutoscalers(t *testing.T) {
 	refused("a Role of another name", role(func(r *rbacv1.Role) { r.Name = "probe" }), rolesPolicy, "not probe")
 	// (A Role with nonResourceURLs is refused by the apiserver's own validation, before the policy.)
 
+	// No token Secret of the autoscaler's ServiceAccount (nor any other): the legacy token controller
+	// would fill it in for the bridge to read.
+	token := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-token", Namespace: ns, Annotations: map[string]string{corev1.ServiceAccountNameKey: name}},
+		Type:       corev1.SecretTypeServiceAccountToken}
+	refused("a token Secret of the autoscaler's ServiceAccount", token, "magnum-capi-bridge-project-namespaces-only",
+		"may not write Secrets of type kubernetes.io/service-account-token")
+
 	// RoleBindings: the autoscaler's Role, to its own ServiceAccount only.
 	binding := func(mutate func(*rbacv1.RoleBinding)) *rbacv1.RoleBinding {
 		b := o.RoleBinding.DeepCopy()

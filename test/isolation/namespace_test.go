@@ -133,19 +133,33 @@ func waitClusterGone(t *testing.T, cloud, id string) {
 	t.Errorf("cluster %s (%s) not deleted within 4 minutes", id, cloud)
 }
 
-// requireDefaultDeny: the namespace's only NetworkPolicy selects every pod and allows nothing in
-// either direction.
+// requireDefaultDeny: the namespace's NetworkPolicies are the default deny, which selects every
+// pod and allows nothing in either direction, and the cluster-autoscalers' egress to API servers
+// and DNS; no other policy may open the namespace.
 func requireDefaultDeny(t *testing.T, f *fixture, namespace string) {
 	t.Helper()
 	var l networkingv1.NetworkPolicyList
 	require.NoError(t, f.admin.List(ctxFor(t, 20*time.Second), &l, client.InNamespace(namespace)))
-	require.Len(t, l.Items, 1, "no other policy may open the namespace")
-	np := l.Items[0]
-	require.Equal(t, capi.NetworkPolicyName, np.Name)
+	byName := map[string]networkingv1.NetworkPolicySpec{}
+	for _, np := range l.Items {
+		byName[np.Name] = np.Spec
+	}
+	require.Len(t, byName, 2, "no other policy may open the namespace")
 	require.Equal(t, networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-	}, np.Spec)
+	}, byName[capi.NetworkPolicyName])
+	egress, ok := byName[capi.AutoscalerEgressPolicyName]
+	require.True(t, ok, "the autoscalers' egress policy")
+	require.Equal(t, map[string]string{"app.kubernetes.io/component": "cluster-autoscaler"}, egress.PodSelector.MatchLabels)
+	require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, egress.PolicyTypes, "no ingress to it")
+	require.Len(t, egress.Egress, 1)
+	require.Empty(t, egress.Egress[0].To, "API servers anywhere (the workload clusters' load balancers)")
+	var ports []string
+	for _, p := range egress.Egress[0].Ports {
+		ports = append(ports, string(*p.Protocol)+"/"+p.Port.String())
+	}
+	require.ElementsMatch(t, []string{"TCP/443", "TCP/6443", "UDP/53", "TCP/53"}, ports)
 }
 
 // requireQuota: the namespace's ResourceQuotas limit exactly what want lists: the main one all but
