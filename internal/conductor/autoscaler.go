@@ -3,8 +3,6 @@ package conductor
 import (
 	"context"
 	"errors"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,14 +32,25 @@ var errNoFlavors = errors.New("no cloud credential to look the flavor up with")
 // back what an earlier one gave.
 func (c *Conductor) annotateCapacity(ctx context.Context, cl *magnum.Cluster, in templates.Input, rendered *templates.Rendered) error {
 	byMD := map[string]map[string]string{}
-	var live *clusterv1.Cluster
-	liveRead := false
+	var (
+		clouds, ca     []byte
+		cloud, cloudOK bool
+		live           *clusterv1.Cluster
+		liveRead       bool
+	)
 	for _, ng := range in.NodeGroups {
 		if !in.Autoscaled(ng) {
 			continue
 		}
+		if !cloudOK { // the credential is read once per apply, for all groups
+			var err error
+			if clouds, ca, cloud, err = c.flavorCredential(ctx, cl); err != nil {
+				return err
+			}
+			cloudOK = true
+		}
 		md := templates.MachineDeploymentName(ng)
-		capacity, err := c.capacity(ctx, cl, in, ng)
+		capacity, err := c.capacity(ctx, clouds, ca, cloud, in, ng)
 		if err != nil {
 			if permanent(err) {
 				return err
@@ -65,26 +74,24 @@ func (c *Conductor) annotateCapacity(ctx context.Context, cl *magnum.Cluster, in
 	return templates.AnnotateMachineDeployments(rendered.Cluster, byMD)
 }
 
-func (c *Conductor) capacity(ctx context.Context, cl *magnum.Cluster, in templates.Input, ng templates.NodeGroup) (map[string]string, error) {
+// flavorCredential is the cluster's cloud credential to ask Nova with; found is false when the
+// bridge looks no flavors up or the cluster has no credential.
+func (c *Conductor) flavorCredential(ctx context.Context, cl *magnum.Cluster) (clouds, caCert []byte, found bool, err error) {
 	if c.opts.Flavors == nil {
-		return nil, errNoFlavors
+		return nil, nil, false, nil
 	}
-	clouds, ca, found, err := c.capoCloudConfig(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	if !found {
+	return c.capoCloudConfig(ctx, cl)
+}
+
+func (c *Conductor) capacity(ctx context.Context, clouds, ca []byte, cloud bool, in templates.Input, ng templates.NodeGroup) (map[string]string, error) {
+	if !cloud {
 		return nil, errNoFlavors
 	}
 	flavor, err := c.opts.Flavors.FindFlavor(ctx, clouds, ca, in.Cluster.ProjectID, in.WorkerFlavor(ng))
 	if err != nil {
 		return nil, err
 	}
-	group := autoscaler.Group{NodeLabels: ng.NodeLabels, Taints: ng.NodeTaints}
-	if v, err := strconv.Atoi(strings.TrimSpace(in.Cluster.Labels[templates.LabelBootVolumeSize])); err == nil && v > 0 && in.Flavor == templates.FlavorOpenStack {
-		group.RootVolumeGiB = v
-	}
-	capacity, err := autoscaler.Capacity(flavor, group)
+	capacity, err := autoscaler.Capacity(flavor, autoscaler.Group{RootVolumeGiB: in.WorkerRootVolumeGiB(ng), NodeLabels: ng.NodeLabels, Taints: ng.NodeTaints})
 	if err != nil {
 		return nil, &permanentError{err}
 	}
@@ -152,7 +159,7 @@ func (c *Conductor) applyAutoscaler(ctx context.Context, cl *magnum.Cluster, obs
 	objs, err := autoscaler.Render(autoscaler.Input{
 		Namespace: obs.Cluster.Namespace, Cluster: obs.Cluster.Name, ClusterUUID: id, ProjectID: cl.ProjectID.Or(""),
 		KubernetesVersion: obs.Cluster.Spec.Topology.Version, Prefix: labels[templates.LabelContainerInfraPrefix],
-		Tag: labels[templates.LabelAutoscalerTag], MachineDeployments: slices.Sorted(slices.Values(mds)), Settings: settings,
+		Tag: labels[templates.LabelAutoscalerTag], MachineDeployments: mds, Settings: settings,
 	})
 	if err != nil {
 		return autoscalerNotePrefix + "cannot run: " + err.Error(), nil

@@ -3,6 +3,7 @@ package conductor
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
@@ -115,4 +118,73 @@ func TestAnAutoscalerNoteGoesWhenItsProblemDoes(t *testing.T) {
 	require.Equal(t, "labels not implemented by magnum-capi-bridge (ignored): x", withoutAutoscalerNote(stored))
 	require.Equal(t, "", withoutAutoscalerNote("the cluster autoscaler cannot run (FailedCreate): quota"))
 	require.Equal(t, stored, withNote(withoutAutoscalerNote(stored), "the cluster autoscaler cannot run (FailedCreate): quota"), "written once")
+}
+
+type countingFlavors struct{ asked []string }
+
+func (f *countingFlavors) FindFlavor(_ context.Context, _, _ []byte, _, ref string) (autoscaler.Flavor, error) {
+	f.asked = append(f.asked, ref)
+	if ref == "missing" {
+		return autoscaler.Flavor{}, errors.New("nova: no flavor missing")
+	}
+	return autoscaler.Flavor{VCPUs: 4, RAMMiB: 8192, DiskGiB: 20}, nil
+}
+
+// TestCapacityComesFromEachGroupsFlavor: every autoscaled group gets its own flavor's size (and its
+// own boot volume), the cluster's credential is read once, and a flavor Nova cannot give keeps
+// what the live Cluster has.
+func TestCapacityComesFromEachGroupsFlavor(t *testing.T) {
+	h := newHarness(t)
+	flavors := &countingFlavors{}
+	h.c.opts.Flavors = flavors
+	ctx := context.Background()
+	cl := &magnum.Cluster{}
+	cl.UUID.Set("bd71db63-28f3-4ac5-8e6e-d51a6470e5ff")
+	cl.ProjectID.Set("0123abcd")
+	cl.StackID.Set("web-bd71db63")
+	in := templates.Input{Flavor: templates.FlavorInMemory, Namespace: "magnum-0123abcd",
+		Template: templates.Template{UUID: "t", ImageID: "ubuntu-2404-kube-v1.36.3", FlavorID: "m1.medium", ExternalNetworkID: "public", FloatingIPEnabled: true},
+		Cluster: templates.Cluster{UUID: cl.UUID.Or(""), Name: "web", ProjectID: "0123abcd", Labels: map[string]string{
+			"auto_scaling_enabled": "true", "max_node_count": "5", "capi_infrastructure": "openstack", "boot_volume_size": "40"}},
+		NodeGroups: []templates.NodeGroup{
+			{UUID: "1", Name: "default-master", Role: "master", NodeCount: 1, IsDefault: true},
+			{UUID: "2", Name: "default-worker", Role: "worker", NodeCount: 1, IsDefault: true},
+			{UUID: "3", Name: "big", Role: "worker", NodeCount: 1, FlavorID: "m1.large", MaxNodeCount: ptr(3), Labels: map[string]string{"boot_volume_size": "100"}},
+			{UUID: "4", Name: "gone", Role: "worker", NodeCount: 1, FlavorID: "missing", MaxNodeCount: ptr(3)},
+			{UUID: "5", Name: "fixed", Role: "worker", NodeCount: 1},
+		},
+		DefaultKubernetesVersion: "v1.36.3"}
+	capacityOf := func(r *templates.Rendered) map[string]map[string]string {
+		mds, _, err := unstructured.NestedSlice(r.Cluster.Object, "spec", "topology", "workers", "machineDeployments")
+		require.NoError(t, err)
+		out := map[string]map[string]string{}
+		for _, raw := range mds {
+			name, _, _ := unstructured.NestedString(raw.(map[string]any), "name")
+			a, _, _ := unstructured.NestedStringMap(raw.(map[string]any), "metadata", "annotations")
+			out[name] = map[string]string{}
+			for k, v := range a {
+				if strings.HasPrefix(k, autoscaler.CapacityAnnotationPrefix) {
+					out[name][k] = v
+				}
+			}
+		}
+		return out
+	}
+	rendered, err := templates.Render(in)
+	require.NoError(t, err)
+	require.NoError(t, h.c.annotateCapacity(ctx, cl, in, rendered))
+	require.Empty(t, flavors.asked, "no cloud credential stored: Nova is not asked")
+
+	h.kube.secrets[in.Namespace+"/"+templates.CloudConfigSecretName("web-bd71db63")] = map[string][]byte{cloudsYAMLKey: []byte("clouds: {}")}
+	rendered, err = templates.Render(in)
+	require.NoError(t, err)
+	require.NoError(t, h.c.annotateCapacity(ctx, cl, in, rendered))
+	require.ElementsMatch(t, []string{"m1.medium", "m1.large", "missing"}, flavors.asked)
+	got := capacityOf(rendered)
+	mdName := func(i int) string { return templates.MachineDeploymentName(in.NodeGroups[i]) }
+	require.Equal(t, "40Gi", got[mdName(1)][autoscaler.AnnotationCapacityEphemeralDisk], "the cluster's boot volume")
+	require.Equal(t, "100Gi", got[mdName(2)][autoscaler.AnnotationCapacityEphemeralDisk], "the group's own boot volume")
+	require.Equal(t, "4", got[mdName(1)][autoscaler.AnnotationCapacityCPU])
+	require.Empty(t, got[mdName(3)], "Nova failed and the live Cluster has nothing: nothing claimed")
+	require.Empty(t, got[mdName(4)], "not autoscaled")
 }

@@ -23,6 +23,17 @@ func (in Input) WorkerFlavor(ng NodeGroup) string {
 	return firstNonBlank(ng.FlavorID, in.Cluster.FlavorID, in.Template.FlavorID)
 }
 
+// WorkerRootVolumeGiB is the boot volume size of the worker group ng's machines: its own
+// boot_volume_size, else the cluster's, as the OpenStack rendering resolves it (rootVolume); 0 when
+// they boot from the flavor's local disk, which the in-memory machines always do.
+func (in Input) WorkerRootVolumeGiB(ng NodeGroup) int {
+	labels := groupLabels(in.Cluster.Labels, ng)
+	if SelectedFlavor(in.Cluster.Labels, in.Flavor) != FlavorOpenStack || rootVolume(labels) == nil {
+		return 0
+	}
+	return labelInt(labels, LabelBootVolumeSize)
+}
+
 // AnnotateMachineDeployments adds annotations to the rendered Cluster's worker MachineDeployment
 // topologies, by topology name (what the cluster autoscaler reads from the MachineDeployments:
 // CAPI copies a topology's metadata onto them). A name the Cluster does not have is an error.

@@ -58,3 +58,15 @@ func TestAnnotateMachineDeployments(t *testing.T) {
 	err = AnnotateMachineDeployments(r.Cluster, map[string]map[string]string{"no-such-group": {"a": "b"}})
 	require.ErrorContains(t, err, "no MachineDeployment topology no-such-group")
 }
+
+func TestWorkerRootVolumeGiB(t *testing.T) {
+	in := baseInput()
+	in.Cluster.Labels = map[string]string{"boot_volume_size": "40"}
+	own := NodeGroup{Name: "big", Labels: map[string]string{"boot_volume_size": "100"}}
+	require.Zero(t, in.WorkerRootVolumeGiB(own), "in-memory machines have no boot volume")
+	in.Cluster.Labels["capi_infrastructure"] = "openstack"
+	require.Equal(t, 40, in.WorkerRootVolumeGiB(NodeGroup{Name: "default-worker"}), "the cluster's")
+	require.Equal(t, 100, in.WorkerRootVolumeGiB(own), "the group's own")
+	in.Cluster.Labels = map[string]string{"capi_infrastructure": "openstack"}
+	require.Zero(t, in.WorkerRootVolumeGiB(NodeGroup{Name: "default-worker"}), "local disk")
+}
