@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/utils/lru"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
+
+	"k8s.io/utils/lru"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/compute"
