@@ -64,9 +64,10 @@ Configuration: magnum.conf ([DEFAULT] transport_url/host, [database] connection,
 
 Usage: magnum-capi-bridge [flags]
        magnum-capi-bridge [--config-file FILE]... rendering plan|apply [flags]
+       magnum-capi-bridge [--config-file FILE]... adoption plan [flags]
 `, version)
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\n"+app.RenderingUsage)
+		fmt.Fprint(fs.Output(), "\n"+app.RenderingUsage+"\n"+app.AdoptionUsage)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,7 +79,12 @@ Usage: magnum-capi-bridge [flags]
 		fmt.Fprintf(stdout, "magnum-capi-bridge %s (commit %s)\n", version, buildCommit())
 		return 0
 	}
-	if fs.NArg() > 0 && fs.Arg(0) != "rendering" {
+	commands := map[string]func(context.Context, *app.Options, []string, io.Writer) error{
+		"rendering": app.Rendering,
+		"adoption":  app.Adoption,
+	}
+	command, known := commands[fs.Arg(0)]
+	if fs.NArg() > 0 && !known {
 		fmt.Fprintf(stderr, "magnum-capi-bridge: unknown command %q\n", fs.Arg(0))
 		return 2
 	}
@@ -93,7 +99,7 @@ Usage: magnum-capi-bridge [flags]
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if fs.NArg() > 0 {
-		if err := app.Rendering(ctx, opts, fs.Args()[1:], stdout); err != nil {
+		if err := command(ctx, opts, fs.Args()[1:], stdout); err != nil {
 			fmt.Fprintln(stderr, "magnum-capi-bridge:", err)
 			return 1
 		}

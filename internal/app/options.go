@@ -61,6 +61,9 @@ type Options struct {
 	Warnings []string
 	// CertManagerType is [certificates] cert_manager_type: x509keypair or barbican.
 	CertManagerType string
+	// CAPIHelmNamespacePrefix is magnum-capi-helm's [capi_helm] namespace_prefix: where the clusters
+	// that driver built are (the adoption plan looks there).
+	CAPIHelmNamespacePrefix string
 	// Barbican configures the barbican certificate backend; nil with x509keypair.
 	Barbican *BarbicanOptions
 	Bridge   BridgeOptions
@@ -231,6 +234,7 @@ func optionsFrom(f *config.File, files []string) (*Options, error) {
 		return nil, &config.Error{Section: "certificates", Key: "cert_manager_type",
 			Reason: `"local" (files on one conductor host, for development) is not supported by magnum-capi-bridge; use barbican or x509keypair`}
 	}
+	o.CAPIHelmNamespacePrefix = f.String("capi_helm", "namespace_prefix", "magnum")
 	b := &o.Bridge
 	b.Kubeconfig = f.String(bridgeSection, "kubeconfig", "")
 	if b.Kubeconfig != "" {

@@ -87,7 +87,7 @@ func (r *renderingClient) plan(ctx context.Context, clusters []string) ([]conduc
 	if len(clusters) > 0 {
 		args["clusters"] = clusters
 	}
-	raw, err := r.rpc.Call(ctx, conductor.MethodRenderingPlan, args, operatorContext(), renderingCall)
+	raw, err := r.rpc.Call(ctx, conductor.MethodRenderingPlan, args, operatorContext("rendering"), renderingCall)
 	if err != nil {
 		return nil, fmt.Errorf("the bridge's plan: %w", err)
 	}
@@ -98,8 +98,9 @@ func (r *renderingClient) plan(ctx context.Context, clusters []string) ([]conduc
 	return plans, nil
 }
 
-func operatorContext() *rpc.Context {
-	return &rpc.Context{IsAdmin: true, UserName: "magnum-capi-bridge rendering", RequestID: "req-" + time.Now().UTC().Format("20060102T150405.000000")}
+// operatorContext is the RPC context of an operator's command (the bridge's own methods want an admin).
+func operatorContext(command string) *rpc.Context {
+	return &rpc.Context{IsAdmin: true, UserName: "magnum-capi-bridge " + command, RequestID: "req-" + time.Now().UTC().Format("20060102T150405.000000")}
 }
 
 func printPlan(out io.Writer, plans []conductor.RenderingPlan) {
@@ -204,7 +205,7 @@ func (r *renderingClient) apply(ctx context.Context, plans []conductor.Rendering
 
 func (r *renderingClient) move(ctx context.Context, p conductor.RenderingPlan, timeout, poll time.Duration, say func(string, ...any)) error {
 	start := time.Now()
-	if _, err := r.rpc.Call(ctx, string(magnum.OpRenderingMove), map[string]any{"cluster": p.UUID}, operatorContext(), renderingCall); err != nil {
+	if _, err := r.rpc.Call(ctx, string(magnum.OpRenderingMove), map[string]any{"cluster": p.UUID}, operatorContext("rendering"), renderingCall); err != nil {
 		return fmt.Errorf("%s (%s): %w", p.Name, p.UUID, err)
 	}
 	say("%s (%s): UPDATE_IN_PROGRESS, %d machine(s) to roll", p.Name, p.UUID, len(p.Machines))

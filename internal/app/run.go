@@ -182,6 +182,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 		mgr.Kick(namespace, name)
 	}}, certs.NewManager(certStore), conductor.Options{
 		Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
+		CAPIHelmNamespacePrefix:  o.CAPIHelmNamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, BridgeVersion: version, Sign: o.Sign, Generate: generate,
 		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch, Images: images,
 		Versions: versions, Credentials: creds, ServerGroups: serverGroups, FloatingIPs: floatingIPs, Logger: log,

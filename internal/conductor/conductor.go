@@ -24,9 +24,11 @@ import (
 type Options struct {
 	// Flavor is the infrastructure of clusters whose labels name none; AllowedFlavors are those the
 	// capi_infrastructure label may choose (nil: any).
-	Flavor                   templates.Flavor
-	AllowedFlavors           []templates.Flavor
-	NamespacePrefix          string
+	Flavor          templates.Flavor
+	AllowedFlavors  []templates.Flavor
+	NamespacePrefix string
+	// CAPIHelmNamespacePrefix is magnum-capi-helm's namespace prefix (its [capi_helm] namespace_prefix).
+	CAPIHelmNamespacePrefix  string
 	DefaultKubernetesVersion string
 	// BridgeVersion is recorded on each Cluster this bridge renders (templates.AnnotationRenderedBy).
 	BridgeVersion string
@@ -155,6 +157,7 @@ func (c *Conductor) Handlers() map[string]rpc.Handler {
 		// The bridge's own (docs/upgrades.md).
 		string(magnum.OpRenderingMove): c.BridgeRenderingMove,
 		MethodRenderingPlan:            c.BridgeRenderingPlan,
+		MethodAdoptionPlan:             c.BridgeAdoptionPlan,
 	}
 	for method, h := range handlers {
 		handlers[method] = bounded(h)

@@ -1,0 +1,150 @@
+// Package adoption decides what the bridge does with each cluster of a Magnum database it takes
+// over from another conductor: its own clusters it keeps, magnum-capi-helm's live clusters it can
+// adopt in place, and the rest (Heat stacks, magnum-cluster-api's clusters, rows nothing was built
+// for) it leaves alone. The decisions are a pure function of the Magnum row and of what the
+// management cluster holds under the names the cluster's driver gives; reading those is left to
+// the caller.
+package adoption
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+// Action is what the bridge does with a cluster.
+type Action string
+
+const (
+	// Own: the bridge built it; nothing to take over.
+	Own Action = "own"
+	// Adopt: another driver's live cluster the bridge takes over in place, no machine replaced.
+	Adopt Action = "adopt"
+	// Leave: not the bridge's and never taken over; every request about it is refused with
+	// NotSupported naming its driver.
+	Leave Action = "leave"
+	// Refuse: could be adopted, but not now or not as it is (the reason says what to do first).
+	Refuse Action = "refuse"
+)
+
+// Cluster is what the plan reads of a cluster's Magnum row.
+type Cluster struct {
+	UUID, Name, ProjectID, StackID string
+	Status                         magnum.ClusterStatus
+	// TemplateDriver is its template's driver column ("" before Magnum 18.0.0).
+	TemplateDriver string
+}
+
+// Found is what the management cluster holds under the names the cluster's driver gives it.
+type Found struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Cluster: the Cluster API Cluster exists; Topology: a ClusterClass drives it; Deleting: it is
+	// being deleted.
+	Cluster  bool   `json:"cluster"`
+	Topology bool   `json:"topology"`
+	Class    string `json:"class,omitempty"`
+	Deleting           bool     `json:"deleting"`
+	MachineDeployments []string `json:"machine_deployments"`
+	Machines           int      `json:"machines"`
+}
+
+// Entry is one cluster's line of the plan.
+type Entry struct {
+	UUID      string               `json:"uuid"`
+	Name      string               `json:"name"`
+	ProjectID string               `json:"project_id"`
+	Status    magnum.ClusterStatus `json:"status"`
+	Driver    templates.Driver     `json:"driver"`
+	// DriverWhy says how the driver was told (templates.DriverOf).
+	DriverWhy string `json:"driver_why"`
+	Action    Action `json:"action"`
+	// Why says why this action, and what an operator can do about a refusal.
+	Why   string `json:"why"`
+	Found *Found `json:"found,omitempty"`
+}
+
+// Naming is where the drivers put a project's clusters.
+type Naming struct {
+	// BridgeNamespacePrefix is the bridge's [bridge] namespace_prefix.
+	BridgeNamespacePrefix string
+	// CAPIHelmNamespacePrefix is magnum-capi-helm's [capi_helm] namespace_prefix (default "magnum").
+	CAPIHelmNamespacePrefix string
+}
+
+// ClusterAPINamespace is where magnum-cluster-api puts every cluster.
+const ClusterAPINamespace = "magnum-system"
+
+var notLowerAlnum = regexp.MustCompile(`[^a-z0-9]`)
+
+// Where is the namespace and name of the Cluster API Cluster the driver made for the cluster;
+// ok is false for a driver that makes none (Heat) or that is not known.
+func (n Naming) Where(d templates.Driver, c Cluster) (namespace, name string, ok bool) {
+	switch d {
+	case templates.DriverBridge:
+		return templates.NamespaceFor(n.BridgeNamespacePrefix, c.ProjectID), c.StackID, true
+	case templates.DriverCAPIHelm:
+		prefix := n.CAPIHelmNamespacePrefix
+		if prefix == "" {
+			prefix = "magnum"
+		}
+		return prefix + "-" + notLowerAlnum.ReplaceAllString(strings.ToLower(c.ProjectID), ""), c.StackID, true
+	case templates.DriverClusterAPI:
+		return ClusterAPINamespace, c.StackID, true
+	}
+	return "", "", false
+}
+
+// Decide is the plan's entry for a cluster its driver d built (why: how d was told), given what
+// the management cluster holds where that driver puts it (nil when Where names no place).
+func Decide(c Cluster, d templates.Driver, why string, found *Found) Entry {
+	e := Entry{UUID: c.UUID, Name: c.Name, ProjectID: c.ProjectID, Status: c.Status, Driver: d, DriverWhy: why, Found: found}
+	e.Action, e.Why = decide(c, d, found)
+	return e
+}
+
+func decide(c Cluster, d templates.Driver, found *Found) (Action, string) {
+	switch d {
+	case templates.DriverBridge:
+		return Own, "built by this bridge"
+	case templates.DriverHeat:
+		return Leave, "a Heat stack is not a Cluster API cluster: it stays with Magnum's Heat driver (requests about it are refused with NotSupported)"
+	case templates.DriverClusterAPI:
+		return Leave, "magnum-cluster-api's clusters are not taken over yet: requests about it are refused with NotSupported, its conductor must keep it"
+	case templates.DriverCAPIHelm:
+	default:
+		return Leave, "no driver this bridge knows built it: requests about it are refused with NotSupported"
+	}
+	where := "the management cluster"
+	if found != nil {
+		where = found.Namespace + "/" + found.Name
+	}
+	switch {
+	case c.Status.IsInProgress():
+		return Refuse, fmt.Sprintf("magnum-capi-helm's %s has not ended: adopt it once the cluster is *_COMPLETE or *_FAILED", c.Status)
+	case c.Status == magnum.StatusCreateFailed:
+		return Refuse, "its create failed: there is no working cluster to adopt (delete it with magnum-capi-helm, or create it again)"
+	case c.Status == magnum.StatusDeleteFailed:
+		return Refuse, "its delete failed: finish the delete with magnum-capi-helm first"
+	case found == nil || !found.Cluster:
+		return Refuse, "no Cluster API cluster " + where + " in this management cluster: it is in another one, or it is gone"
+	case found.Deleting:
+		return Refuse, "its Cluster API cluster " + where + " is being deleted"
+	case found.Topology:
+		return Refuse, fmt.Sprintf("its Cluster API cluster %s already follows ClusterClass %s, which magnum-capi-helm never makes: look at who changed it", where, found.Class)
+	}
+	return Adopt, fmt.Sprintf("magnum-capi-helm's Helm release %s: to be taken over in place, its %d machine(s) in %d node group(s) kept",
+		found.Name, found.Machines, len(found.MachineDeployments))
+}
+
+// Counts is how many entries have each action.
+func Counts(entries []Entry) map[Action]int {
+	out := map[Action]int{}
+	for _, e := range entries {
+		out[e.Action]++
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package adoption
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+)
+
+func TestWhere(t *testing.T) {
+	n := Naming{BridgeNamespacePrefix: "mcb-"}
+	c := Cluster{UUID: "e1f9c0c4-8a5f-4b0c-9a53-3c0d8f0f6c1e", ProjectID: "0A1b-2c", StackID: "web-x2kq7mzpa4bt"}
+	for _, tc := range []struct {
+		driver   templates.Driver
+		ns, name string
+		ok       bool
+	}{
+		{templates.DriverBridge, "mcb-0a1b-2c", "web-x2kq7mzpa4bt", true}, // templates.NamespaceFor
+		// magnum-capi-helm keeps only [a-z0-9] of the lower-cased project id, after its default prefix.
+		{templates.DriverCAPIHelm, "magnum-0a1b2c", "web-x2kq7mzpa4bt", true},
+		{templates.DriverClusterAPI, "magnum-system", "web-x2kq7mzpa4bt", true},
+		{templates.DriverHeat, "", "", false},
+		{templates.DriverUnknown, "", "", false},
+	} {
+		ns, name, ok := n.Where(tc.driver, c)
+		assert.Equal(t, []any{tc.ns, tc.name, tc.ok}, []any{ns, name, ok}, tc.driver)
+	}
+	ns, _, _ := Naming{CAPIHelmNamespacePrefix: "capi"}.Where(templates.DriverCAPIHelm, c)
+	assert.Equal(t, "capi-0a1b2c", ns, "[capi_helm] namespace_prefix")
+}
+
+func TestDecide(t *testing.T) {
+	live := &Found{Namespace: "magnum-p", Name: "web-x2kq7mzpa4bt", Cluster: true, MachineDeployments: []string{"web-x2kq7mzpa4bt-default-worker", "web-x2kq7mzpa4bt-gpu"}, Machines: 4}
+	with := func(mod func(f *Found)) *Found {
+		f := *live
+		mod(&f)
+		return &f
+	}
+	complete := magnum.StatusCreateComplete
+	for _, tc := range []struct {
+		name   string
+		driver templates.Driver
+		status magnum.ClusterStatus
+		found  *Found
+		action Action
+		why    string
+	}{
+		{"the bridge's own", templates.DriverBridge, magnum.StatusUpdateInProgress, live, Own, "built by this bridge"},
+		{"a Heat stack", templates.DriverHeat, complete, nil, Leave, "Heat stack"},
+		{"magnum-cluster-api's", templates.DriverClusterAPI, complete, live, Leave, "not taken over yet"},
+		{"unknown", templates.DriverUnknown, complete, nil, Leave, "no driver this bridge knows"},
+		{"magnum-capi-helm, live and complete", templates.DriverCAPIHelm, complete, live, Adopt, "4 machine(s) in 2 node group(s) kept"},
+		{"magnum-capi-helm, after a failed update", templates.DriverCAPIHelm, magnum.StatusUpdateFailed, live, Adopt, "taken over in place"},
+		{"magnum-capi-helm, mid-operation", templates.DriverCAPIHelm, magnum.StatusUpdateInProgress, live, Refuse, "UPDATE_IN_PROGRESS has not ended"},
+		{"magnum-capi-helm, create failed", templates.DriverCAPIHelm, magnum.StatusCreateFailed, live, Refuse, "its create failed"},
+		{"magnum-capi-helm, delete failed", templates.DriverCAPIHelm, magnum.StatusDeleteFailed, live, Refuse, "finish the delete"},
+		{"magnum-capi-helm, no Cluster here", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.Cluster = false }), Refuse, "no Cluster API cluster magnum-p/web-x2kq7mzpa4bt"},
+		{"magnum-capi-helm, Cluster being deleted", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.Deleting = true }), Refuse, "being deleted"},
+		{"magnum-capi-helm, under a ClusterClass", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.Topology, f.Class = true, "other" }), Refuse, "ClusterClass other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Cluster{UUID: "u", Name: "web", ProjectID: "p", StackID: "web-x2kq7mzpa4bt", Status: tc.status}
+			e := Decide(c, tc.driver, "told so", tc.found)
+			assert.Equal(t, tc.action, e.Action)
+			assert.Contains(t, e.Why, tc.why)
+			assert.Equal(t, "told so", e.DriverWhy)
+			assert.Equal(t, tc.status, e.Status)
+		})
+	}
+}
+
+func TestCounts(t *testing.T) {
+	assert.Equal(t, map[Action]int{Own: 1, Adopt: 2}, Counts([]Entry{{Action: Adopt}, {Action: Own}, {Action: Adopt}}))
+}
