@@ -44,9 +44,9 @@ type Found struct {
 	Name      string `json:"name"`
 	// Cluster: the Cluster API Cluster exists; Topology: a ClusterClass drives it; Deleting: it is
 	// being deleted.
-	Cluster  bool   `json:"cluster"`
-	Topology bool   `json:"topology"`
-	Class    string `json:"class,omitempty"`
+	Cluster            bool     `json:"cluster"`
+	Topology           bool     `json:"topology"`
+	Class              string   `json:"class,omitempty"`
 	Deleting           bool     `json:"deleting"`
 	MachineDeployments []string `json:"machine_deployments"`
 	Machines           int      `json:"machines"`

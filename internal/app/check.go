@@ -100,6 +100,20 @@ func Check(ctx context.Context, o *Options, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	if err := step("database owner", func(ctx context.Context) (string, error) {
+		deployment, err := deploymentName(ctx, cfg, o)
+		if err != nil {
+			return "", err
+		}
+		st, err := openStore(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		defer st.Close()
+		return checkOwner(ctx, st.Store, deployment, time.Now())
+	}); err != nil {
+		return err
+	}
 	if err := step("cluster autoscalers", func(ctx context.Context) (string, error) {
 		missing, err := capi.AutoscalerRights(ctx, cfg)
 		if err != nil {

@@ -153,6 +153,12 @@ func Run(ctx context.Context, o *Options, version string) error {
 	// Operation claims: one driver per cluster across replicas (docs/operations.md, "Replicas").
 	// Without leader election this is the only replica, which needs none.
 	identity := replicaIdentity(o.Host)
+	// One deployment drives the database's clusters (docs/other-drivers.md, "One owner").
+	deployment, err := deploymentName(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	owner := &databaseOwner{store: st.Store, deployment: deployment, replica: identity, log: log, now: time.Now}
 	var claims conductor.Claims
 	if o.Bridge.LeaderElection {
 		cs, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
@@ -214,13 +220,11 @@ func Run(ctx context.Context, o *Options, version string) error {
 		}
 	}
 	var lead *leadership
-	leading := func() bool { return true }
+	leading := owner.held.Load
 	if o.Bridge.LeaderElection {
 		lead = newLeadership(o.Host, o.Bridge.LeaderElectionNamespace, o.Bridge.LeaderElectionID, log, leaderWork, metrics.Leading)
 		lead.identity = identity
-		leading = lead.Leading
-	} else {
-		metrics.Leading(true)
+		leading = func() bool { return owner.held.Load() && lead.Leading() }
 	}
 
 	mgr.NamespacePrefix = o.Bridge.NamespacePrefix
@@ -267,6 +271,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 			}
 			return "synced", nil
 		}},
+		{Name: "database owner", Fn: owner.check},
 		{Name: "leadership", Informational: true, Fn: func(context.Context) (string, error) {
 			if lead == nil {
 				return "leader (leader election off)", nil
@@ -302,9 +307,14 @@ func Run(ctx context.Context, o *Options, version string) error {
 			return nil
 		}
 		synced.Store(true)
+		if err := owner.acquire(ctx); err != nil {
+			return nil // ctx ended
+		}
+		g.Go(func() error { return owner.keep(ctx) })
 		if lead != nil {
 			g.Go(func() error { return lead.Run(ctx, cfg) })
 		} else {
+			metrics.Leading(true)
 			leaderWork(ctx) // one replica: before any message, as before
 		}
 		return srv.Run(ctx)

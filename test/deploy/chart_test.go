@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db/dbtest"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
@@ -126,57 +126,35 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	for _, name := range []string{"magnum.conf", "bridge.conf"} {
 		p := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(p, []byte(files[name]), 0o600))
-		argv = append(argv, "--config-file", p)
+		argv = append(argv, p)
 	}
 	topic := "magnum-conductor-chart-" + id
 	host := "chart-test-" + id
 	metrics := testutil.FreeAddr(t)
-	override := fmt.Sprintf("[DEFAULT]\nhost = %s\n[conductor]\ntopic = %s\n[bridge]\nkubeconfig = %s\nleader_election_namespace = %s\nmetrics_bind = %s\n",
-		host, topic, saKubeconfig(t, admin, chart.Name, sa), chart.Name, metrics)
-	argv = append(argv, "--config-file", writeFile(t, "out-of-cluster.conf", override))
+	// A database of its own: the stack's bridge owns the stack's (one deployment per database).
+	dbURL := dbtest.NewMySQL(t)
+	override := fmt.Sprintf("[DEFAULT]\nhost = %s\n[conductor]\ntopic = %s\n[database]\nconnection = %s\n"+
+		"[bridge]\nkubeconfig = %s\nleader_election_namespace = %s\nmetrics_bind = %s\n",
+		host, topic, dbURL, saKubeconfig(t, admin, chart.Name, sa), chart.Name, metrics)
+	argv = append(argv, writeFile(t, "out-of-cluster.conf", override))
 
-	st, err := db.Open(ctx, f.String("database", "connection", ""))
+	st, err := db.Open(ctx, dbURL)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	bridge := startBridge(t, "the chart's bridge", argv...)
 	t.Cleanup(func() {
-		_, _ = st.DB().Exec("DELETE FROM magnum_service WHERE host = ?", host)
-		_ = st.Close()
-	})
-
-	logPath := filepath.Join(dir, "bridge.log")
-	logFile, err := os.Create(logPath)
-	require.NoError(t, err)
-	bridge := exec.Command(bridgeBinary(t), argv...)
-	bridge.Stdout, bridge.Stderr = logFile, logFile
-	// Killed with the test: an orphaned bridge on the shared database would resume other tests'
-	// operations in progress into its own namespaces (seen after a `make test` was interrupted).
-	bridge.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, bridge.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- bridge.Wait() }()
-	t.Cleanup(func() {
-		_ = bridge.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = bridge.Process.Kill()
-		}
-		_ = logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("bridge log:\n%s", b)
-		}
 		_, _ = kubectl(t, admin, "", "-n", chart.Name, "delete", "lease", "--ignore-not-found", "magnum-capi-bridge-"+strings.TrimSuffix(prefix, "-"))
 	})
-	waitLog(t, logPath, exited, "serving", 60*time.Second)
+	waitLog(t, bridge.log, bridge.exited, "serving", 60*time.Second)
 
-	// magnum-api's side: a template as the demo tenant, then cluster_create as magnum-api casts it.
+	// magnum-api's side: a template of the demo tenant, then cluster_create as magnum-api casts it.
 	tok, err := testutil.IssueToken("devstack")
 	require.NoError(t, err)
-	tmpl := "chart-" + id
-	openstackCLI(t, "coe", "cluster", "template", "create", tmpl, "--coe", "kubernetes", "--image", "ubuntu-2404-kube-v1.36.3",
-		"--external-network", "public", "--flavor", "m1.small", "--master-flavor", "m1.medium", "--keypair", "default")
-	t.Cleanup(func() { _, _ = runOpenstack("coe", "cluster", "template", "delete", tmpl) })
-	tmplID := strings.TrimSpace(openstackCLI(t, "coe", "cluster", "template", "show", tmpl, "-f", "value", "-c", "uuid"))
+	tmplID := uuid.NewString()
+	_, err = st.DB().ExecContext(ctx, "INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
+		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver) VALUES (?, ?, 'kubernetes', 0, 'vm', ?, ?, ?, 'm1.small', 'm1.medium', 'default', 'public', 'calico')",
+		tmplID, "chart-"+id, "ubuntu-2404-kube-v1.36.3", tok.ProjectID, tok.UserID)
+	require.NoError(t, err)
 	opts, err := rpc.OptionsFromConfig(f)
 	require.NoError(t, err)
 	opts.Topic = topic
@@ -205,7 +183,7 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = kubectl(t, admin, "", "delete", "namespace", "--wait=false", "--ignore-not-found", prefix+tok.ProjectID)
 	})
-	status := waitStatus(t, ctx, st, clusterID, exited, 6*time.Minute, magnum.ClusterStatus("CREATE_COMPLETE"))
+	status := waitStatus(t, ctx, st, clusterID, bridge.exited, 6*time.Minute, magnum.ClusterStatus("CREATE_COMPLETE"))
 	t.Logf("cluster_create → %s in %s", status, time.Since(start).Round(time.Second))
 	ns, err := kubectl(t, admin, "", "get", "clusters.cluster.x-k8s.io", "-n", prefix+tok.ProjectID, "-o", "name")
 	require.NoError(t, err, ns)

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/backoff"
@@ -133,6 +134,8 @@ type Store struct {
 	closing    context.Context
 	closeNow   context.CancelFunc
 	background sync.WaitGroup
+	// ownerTable is set once the owner table is known to exist (ensureOwnerTable).
+	ownerTable atomic.Bool
 }
 
 // testHooks inject faults in tests: beforeCommit runs inside the transaction just before COMMIT,

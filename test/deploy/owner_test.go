@@ -1,0 +1,234 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db/dbtest"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
+)
+
+// bridgeProcess is a bridge started by a test, killed with it.
+type bridgeProcess struct {
+	cmd     *exec.Cmd
+	log     string
+	exited  chan error
+	metrics string
+}
+
+// startBridge runs the bridge with the configuration files; it is stopped (SIGINT, then killed)
+// when the test ends, and its log printed if the test failed.
+func startBridge(t *testing.T, name string, files ...string) *bridgeProcess {
+	t.Helper()
+	var argv []string
+	for _, f := range files {
+		argv = append(argv, "--config-file", f)
+	}
+	p := &bridgeProcess{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan error, 1)}
+	logFile, err := os.Create(p.log)
+	require.NoError(t, err)
+	p.cmd = exec.Command(bridgeBinary(t), argv...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// Killed with the test: an orphaned bridge on a shared database would go on driving clusters.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.stop()
+		_ = logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("%s's log:\n%s", name, b)
+		}
+	})
+	return p
+}
+
+// stop interrupts the bridge and waits for it (30 s, then kills it).
+func (p *bridgeProcess) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// readyz is the bridge's readiness: its status code and body.
+func (p *bridgeProcess) readyz() (int, string) {
+	resp, err := http.Get("http://" + p.metrics + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Two bridge deployments on one Magnum database (another namespace prefix, as during a migration),
+// consuming the same conductor topic: the second drives nothing — it says why in its log, its
+// readiness and --check-config — so every create is applied once, by the first, in its own
+// namespaces. Once the first has stopped, the second takes the database over.
+func TestOneOwnerPerDatabase(t *testing.T) {
+	admin := requireStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f, err := config.Load(magnumConf)
+	require.NoError(t, err)
+	dbURL := dbtest.NewMySQL(t)
+	st, err := db.Open(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+
+	id := testutil.RandomHex(3)
+	topic := "magnum-conductor-owner-" + id
+	deployments := map[string]*bridgeProcess{}
+	prefixes := map[string]string{}
+	confOf := map[string][]string{}
+	for _, name := range []string{"first", "second"} {
+		prefixes[name] = "mcbo" + name[:1] + id + "-"
+		metrics := testutil.FreeAddr(t)
+		conf := writeFile(t, name+".conf", fmt.Sprintf(`[DEFAULT]
+host = owner-%s-%s
+[conductor]
+topic = %s
+[database]
+connection = %s
+[certificates]
+cert_manager_type = x509keypair
+[bridge]
+kubeconfig = %s
+namespace_prefix = %s
+default_infrastructure = inmemory
+cluster_credentials = false
+# As the management cluster's admin, whom the admission policies do not name.
+require_admission_policies = false
+leader_election_namespace = default
+metrics_bind = %s
+log_format = json
+`, name, id, topic, dbURL, admin, prefixes[name], metrics))
+		confOf[name] = []string{magnumConf, conf}
+		t.Cleanup(func() {
+			_, _ = kubectl(t, admin, "", "-n", "default", "delete", "lease", "--ignore-not-found", "magnum-capi-bridge-"+strings.TrimSuffix(prefixes[name], "-"))
+		})
+		if name == "second" {
+			// Before the second starts, its --check-config already says it would not drive.
+			code, out, errOut := runBridge(t, 90*time.Second, append([]string{"--check-config"}, configArgs(confOf[name])...)...)
+			require.Equal(t, 1, code, out+errOut)
+			require.Contains(t, errOut, "database owner: another bridge deployment owns this Magnum database: default/magnum-capi-bridge-mcbof"+id)
+		}
+		p := startBridge(t, name+" deployment", confOf[name]...)
+		p.metrics = metrics
+		deployments[name] = p
+		if name == "first" {
+			waitLog(t, p.log, p.exited, `"msg":"serving"`, 90*time.Second)
+			waitLog(t, p.log, p.exited, "this bridge deployment owns the Magnum database", 5*time.Second)
+		}
+	}
+	second := deployments["second"]
+	waitLog(t, second.log, second.exited, "another bridge deployment owns this Magnum database", 90*time.Second)
+	code, body := second.readyz()
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, "another bridge deployment owns this Magnum database")
+
+	// Creates as magnum-api casts them, on the topic both consume.
+	project, user := strings.ReplaceAll(uuid.NewString(), "-", ""), strings.ReplaceAll(uuid.NewString(), "-", "")
+	template := uuid.NewString()
+	_, err = st.DB().ExecContext(ctx, "INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
+		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver) VALUES (?, ?, 'kubernetes', 0, 'vm', ?, ?, ?, 'm1.small', 'm1.medium', 'default', 'public', 'calico')",
+		template, "owner-"+id, "ubuntu-2404-kube-v1.36.3", project, user)
+	require.NoError(t, err)
+	opts, err := rpc.OptionsFromConfig(f)
+	require.NoError(t, err)
+	opts.Topic = topic
+	client, err := rpc.NewClient(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	rctx := &rpc.Context{User: user, UserID: user, ProjectID: project, Project: project, Roles: []string{"member"},
+		RequestID: "req-" + uuid.NewString(), UserName: "demo", ProjectName: "demo"}
+	for _, name := range []string{"first", "second"} {
+		t.Cleanup(func() {
+			_, _ = kubectl(t, admin, "", "delete", "namespace", "--wait=false", "--ignore-not-found", prefixes[name]+project)
+		})
+	}
+	var ids []string
+	for i := range 4 {
+		c := &magnum.Cluster{}
+		c.UUID.Set(uuid.NewString())
+		c.Name.Set(fmt.Sprintf("owner-%s-%d", id, i))
+		c.ProjectID.Set(project)
+		c.UserID.Set(user)
+		c.ClusterTemplateID.Set(template)
+		c.Keypair.Set("default")
+		c.MasterFlavorID.Set("m1.medium")
+		c.FlavorID.Set("m1.small")
+		c.CreateTimeout.Set(10)
+		obj, err := magnum.EncodeAt(c, magnum.MustVersion("1.23"), nil)
+		require.NoError(t, err)
+		require.NoError(t, client.Cast(ctx, "cluster_create", map[string]any{"cluster": obj, "master_count": 1, "node_count": 1, "create_timeout": 10}, rctx))
+		ids = append(ids, c.UUID.Or(""))
+	}
+	first := deployments["first"]
+	for _, cid := range ids {
+		waitStatus(t, ctx, st, cid, first.exited, 6*time.Minute, magnum.StatusCreateComplete)
+	}
+	clusters := func(name string) []string {
+		out, err := kubectl(t, admin, "", "get", "clusters.cluster.x-k8s.io", "-n", prefixes[name]+project, "-o", "name")
+		require.NoError(t, err, out)
+		return strings.Fields(out)
+	}
+	require.Len(t, clusters("first"), len(ids), "every create applied by the owner")
+	require.Empty(t, clusters("second"), "none applied by the other deployment")
+	secondLog, err := os.ReadFile(second.log)
+	require.NoError(t, err)
+	require.NotContains(t, string(secondLog), "cluster_create", "the other deployment consumed no message")
+
+	// The owner stops: the other takes the database over once the owner's last renewal is a
+	// minute old, and then serves.
+	for _, cid := range ids {
+		require.NoError(t, client.Cast(ctx, "cluster_delete", map[string]any{"uuid": cid}, rctx))
+	}
+	for _, cid := range ids {
+		testutil.Eventually(t, 3*time.Minute, "cluster "+cid+" deleted", func() error {
+			if _, err := st.GetCluster(ctx, cid); err == nil {
+				return fmt.Errorf("row still there")
+			}
+			return nil
+		})
+	}
+	stopped := time.Now()
+	first.stop()
+	waitLog(t, second.log, second.exited, "this bridge deployment owns the Magnum database", 2*time.Minute)
+	waitLog(t, second.log, second.exited, `"msg":"serving"`, 30*time.Second)
+	t.Logf("the second deployment took the database over %s after the first stopped", time.Since(stopped).Round(time.Second))
+	code, body = second.readyz()
+	require.Equal(t, http.StatusOK, code, body)
+}
+
+func configArgs(files []string) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, "--config-file", f)
+	}
+	return out
+}
