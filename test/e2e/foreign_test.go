@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,8 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/adoption"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -66,4 +69,80 @@ func TestAHeatClusterIsLeftAlone(t *testing.T) {
 		require.Equal(t, "CREATE_COMPLETE", ng.Status, name)
 	}
 	require.Empty(t, strings.TrimSpace(capiObjects(t, id)), "nothing of the Heat cluster in the management cluster")
+}
+
+// TestAdoptionPlanIsADryRun: `magnum-capi-bridge adoption plan` against the running bridge lists,
+// for every cluster of the database, what the bridge would do with it and why: a Heat-shaped row is
+// left alone; a magnum-capi-helm-shaped row whose Helm release's Cluster (no ClusterClass, as that
+// driver's chart makes it) is in the management cluster where that driver puts it would be adopted;
+// the bridge's own clusters are its own. Nothing changes.
+func TestAdoptionPlanIsADryRun(t *testing.T) {
+	requireStack(t)
+	t.Parallel()
+	magnumConf := testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf")
+	conf, err := config.Load(magnumConf)
+	require.NoError(t, err)
+	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	tok := demoToken(t)
+	tmpl := createTemplate(t, cloudDemo)
+	tmplUUID := strings.TrimSpace(mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "show", tmpl, "-f", "value", "-c", "uuid"))
+	hex := testutil.RandomHex(3)
+	heat := insertClusterRows(t, store, tok, tmplUUID, "heat-"+hex, "3c9d4f0e-6a2b-4d1e-8f3a-"+hex+"a1b2c3")
+	helmRelease := "helm-" + hex + "-x2kq7mzpa4bt"
+	helm := insertClusterRows(t, store, tok, tmplUUID, "helm-"+hex, helmRelease)
+	// Where magnum-capi-helm (namespace_prefix "magnum", its default) puts the demo project's clusters.
+	ns := "magnum-" + tok.ProjectID
+	out, err := kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "`+ns+`"}}`), "apply", "-f", "-")
+	require.NoError(t, err, out)
+	out, err = kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+		"metadata": {"name": "`+helmRelease+`", "namespace": "`+ns+`", "labels": {"capi.stackhpc.com/managed-by": "Helm"}}, "spec": {}}`), "create", "-f", "-")
+	require.NoError(t, err, out)
+	t.Cleanup(func() { _, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "delete", "clusters.cluster.x-k8s.io", helmRelease, "--ignore-not-found") })
+	before := map[string]*clusterShow{}
+	for _, id := range []string{heat, helm} {
+		before[id], err = showCluster(t, cloudDemo, id)
+		require.NoError(t, err)
+	}
+
+	bin := filepath.Join(repoRoot(t), "bin/magnum-capi-bridge")
+	args := []string{"--config-file", magnumConf, "--config-file", filepath.Join(testutil.Env("MCB_ETC_DIR", "/etc/magnum-capi-bridge"), "bridge.conf"), "adoption", "plan"}
+	var entries []adoption.Entry
+	require.NoError(t, json.Unmarshal([]byte(commandOutput(t, repoRoot(t), bin, append(args, "--json")...)), &entries))
+	byUUID := map[string]adoption.Entry{}
+	for _, e := range entries {
+		byUUID[e.UUID] = e
+		if e.Driver == templates.DriverBridge {
+			require.Equal(t, adoption.Own, e.Action, "%+v", e)
+		}
+	}
+	require.Equal(t, adoption.Leave, byUUID[heat].Action, "%+v", byUUID[heat])
+	require.Equal(t, templates.DriverHeat, byUUID[heat].Driver)
+	e := byUUID[helm]
+	require.Equal(t, adoption.Adopt, e.Action, "%+v", e)
+	require.Equal(t, templates.DriverCAPIHelm, e.Driver)
+	require.Equal(t, &adoption.Found{Namespace: ns, Name: helmRelease, Cluster: true}, e.Found)
+	text := commandOutput(t, repoRoot(t), bin, args...)
+	require.Contains(t, text, "(a dry run: nothing changed)")
+	require.Regexp(t, `adopt\s+magnum-capi-helm\s+helm-`+hex+`\s+`+helm, text)
+	t.Logf("the plan's first lines:\n%s", firstLines(text, 6))
+
+	for id, was := range before {
+		now, err := showCluster(t, cloudDemo, id)
+		require.NoError(t, err)
+		require.Equal(t, was.Status, now.Status, id)
+		require.Equal(t, was.StatusReason, now.StatusReason, id)
+	}
+	out, err = kubectl(t, mgmtKubeconfig, "-n", ns, "get", "clusters.cluster.x-k8s.io", helmRelease, "-o", "jsonpath={.spec.topology}")
+	require.NoError(t, err, out)
+	require.Empty(t, out, "the peer's Cluster is left as it was")
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
 }
