@@ -99,7 +99,9 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 	out, err = kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
 		"metadata": {"name": "`+helmRelease+`", "namespace": "`+ns+`", "labels": {"capi.stackhpc.com/managed-by": "Helm"}}, "spec": {}}`), "create", "-f", "-")
 	require.NoError(t, err, out)
-	t.Cleanup(func() { _, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "delete", "clusters.cluster.x-k8s.io", helmRelease, "--ignore-not-found") })
+	t.Cleanup(func() {
+		_, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "delete", "clusters.cluster.x-k8s.io", helmRelease, "--ignore-not-found")
+	})
 	before := map[string]*clusterShow{}
 	for _, id := range []string{heat, helm} {
 		before[id], err = showCluster(t, cloudDemo, id)
