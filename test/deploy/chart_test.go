@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -150,36 +149,13 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	// magnum-api's side: a template of the demo tenant, then cluster_create as magnum-api casts it.
 	tok, err := testutil.IssueToken("devstack")
 	require.NoError(t, err)
-	tmplID := uuid.NewString()
-	_, err = st.DB().ExecContext(ctx, "INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
-		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver) VALUES (?, ?, 'kubernetes', 0, 'vm', ?, ?, ?, 'm1.small', 'm1.medium', 'default', 'public', 'calico')",
-		tmplID, "chart-"+id, "ubuntu-2404-kube-v1.36.3", tok.ProjectID, tok.UserID)
-	require.NoError(t, err)
-	opts, err := rpc.OptionsFromConfig(f)
-	require.NoError(t, err)
-	opts.Topic = topic
-	client, err := rpc.NewClient(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
+	tmplID := insertTemplate(t, st, "chart-"+id, tok.ProjectID, tok.UserID)
+	client := topicClient(t, f, topic)
 	rctx := &rpc.Context{User: tok.UserID, UserID: tok.UserID, ProjectID: tok.ProjectID, Project: tok.ProjectID,
 		Roles: []string{"member", "reader"}, RequestID: "req-" + uuid.NewString(), UserName: "demo", ProjectName: "demo",
 		AuthToken: tok.ID, AuthURL: f.String("keystone_authtoken", "www_authenticate_uri", "")}
-
-	clusterID := uuid.NewString()
-	c := &magnum.Cluster{}
-	c.UUID.Set(clusterID)
-	c.Name.Set("chart-" + id)
-	c.ProjectID.Set(tok.ProjectID)
-	c.UserID.Set(tok.UserID)
-	c.ClusterTemplateID.Set(tmplID)
-	c.Keypair.Set("default")
-	c.MasterFlavorID.Set("m1.medium")
-	c.FlavorID.Set("m1.small")
-	c.CreateTimeout.Set(10)
-	obj, err := magnum.EncodeAt(c, magnum.MustVersion("1.23"), nil)
-	require.NoError(t, err)
 	start := time.Now()
-	require.NoError(t, client.Cast(ctx, "cluster_create", map[string]any{"cluster": obj, "master_count": 1, "node_count": 1, "create_timeout": 10}, rctx))
+	clusterID := castCreate(t, ctx, client, rctx, tmplID, "chart-"+id)
 	t.Cleanup(func() {
 		_, _ = kubectl(t, admin, "", "delete", "namespace", "--wait=false", "--ignore-not-found", prefix+tok.ProjectID)
 	})
@@ -190,15 +166,7 @@ func TestChartConfiguredBridgeCreatesACluster(t *testing.T) {
 	require.NotEmpty(t, strings.TrimSpace(ns), "the Cluster is in the chart bridge's project namespace")
 
 	require.NoError(t, client.Cast(ctx, "cluster_delete", map[string]any{"uuid": clusterID}, rctx))
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		_, err := st.GetCluster(ctx, clusterID)
-		if errors.Is(err, magnum.ErrClusterNotFound) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "cluster row still there after delete: %v", err)
-		time.Sleep(2 * time.Second)
-	}
+	waitRowGone(t, ctx, st, clusterID, 3*time.Minute)
 	t.Logf("cluster_create → CREATE_COMPLETE → deleted in %s", time.Since(start).Round(time.Second))
 }
 

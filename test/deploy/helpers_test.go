@@ -9,6 +9,8 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -112,4 +119,59 @@ users: [{name: sa, user: {token: `+strings.TrimSpace(token)+`}}]
 contexts: [{name: sa, context: {cluster: mgmt, user: sa}}]
 current-context: sa
 `)
+}
+
+// insertTemplate writes a cluster template of the project into Magnum's database, as magnum-api
+// would, and returns its uuid.
+func insertTemplate(t *testing.T, st *db.Store, name, projectID, userID string) string {
+	t.Helper()
+	id := uuid.NewString()
+	_, err := st.DB().ExecContext(context.Background(), "INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
+		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver) VALUES (?, ?, 'kubernetes', 0, 'vm', ?, ?, ?, 'm1.small', 'm1.medium', 'default', 'public', 'calico')",
+		id, name, "ubuntu-2404-kube-v1.36.3", projectID, userID)
+	require.NoError(t, err)
+	return id
+}
+
+// topicClient is an RPC client of magnum.conf's broker on the conductor topic topic.
+func topicClient(t *testing.T, f *config.File, topic string) *rpc.Client {
+	t.Helper()
+	opts, err := rpc.OptionsFromConfig(f)
+	require.NoError(t, err)
+	opts.Topic = topic
+	client, err := rpc.NewClient(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// castCreate casts cluster_create of a one-worker cluster as magnum-api does and returns its uuid.
+func castCreate(t *testing.T, ctx context.Context, client *rpc.Client, rctx *rpc.Context, templateID, name string) string {
+	t.Helper()
+	c := &magnum.Cluster{}
+	c.UUID.Set(uuid.NewString())
+	c.Name.Set(name)
+	c.ProjectID.Set(rctx.ProjectID)
+	c.UserID.Set(rctx.UserID)
+	c.ClusterTemplateID.Set(templateID)
+	c.Keypair.Set("default")
+	c.MasterFlavorID.Set("m1.medium")
+	c.FlavorID.Set("m1.small")
+	c.CreateTimeout.Set(10)
+	obj, err := magnum.EncodeAt(c, magnum.MustVersion("1.23"), nil)
+	require.NoError(t, err)
+	require.NoError(t, client.Cast(ctx, "cluster_create", map[string]any{"cluster": obj, "master_count": 1, "node_count": 1, "create_timeout": 10}, rctx))
+	return c.UUID.Or("")
+}
+
+// waitRowGone waits until the cluster's row is deleted.
+func waitRowGone(t *testing.T, ctx context.Context, st *db.Store, id string, timeout time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, timeout, "cluster "+id+" deleted", func() error {
+		_, err := st.GetCluster(ctx, id)
+		if errors.Is(err, magnum.ErrClusterNotFound) {
+			return nil
+		}
+		return fmt.Errorf("row still there (%v)", err)
+	})
 }

@@ -153,17 +153,8 @@ log_format = json
 
 	// Creates as magnum-api casts them, on the topic both consume.
 	project, user := strings.ReplaceAll(uuid.NewString(), "-", ""), strings.ReplaceAll(uuid.NewString(), "-", "")
-	template := uuid.NewString()
-	_, err = st.DB().ExecContext(ctx, "INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
-		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver) VALUES (?, ?, 'kubernetes', 0, 'vm', ?, ?, ?, 'm1.small', 'm1.medium', 'default', 'public', 'calico')",
-		template, "owner-"+id, "ubuntu-2404-kube-v1.36.3", project, user)
-	require.NoError(t, err)
-	opts, err := rpc.OptionsFromConfig(f)
-	require.NoError(t, err)
-	opts.Topic = topic
-	client, err := rpc.NewClient(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
+	template := insertTemplate(t, st, "owner-"+id, project, user)
+	client := topicClient(t, f, topic)
 	rctx := &rpc.Context{User: user, UserID: user, ProjectID: project, Project: project, Roles: []string{"member"},
 		RequestID: "req-" + uuid.NewString(), UserName: "demo", ProjectName: "demo"}
 	for _, name := range []string{"first", "second"} {
@@ -173,20 +164,7 @@ log_format = json
 	}
 	var ids []string
 	for i := range 4 {
-		c := &magnum.Cluster{}
-		c.UUID.Set(uuid.NewString())
-		c.Name.Set(fmt.Sprintf("owner-%s-%d", id, i))
-		c.ProjectID.Set(project)
-		c.UserID.Set(user)
-		c.ClusterTemplateID.Set(template)
-		c.Keypair.Set("default")
-		c.MasterFlavorID.Set("m1.medium")
-		c.FlavorID.Set("m1.small")
-		c.CreateTimeout.Set(10)
-		obj, err := magnum.EncodeAt(c, magnum.MustVersion("1.23"), nil)
-		require.NoError(t, err)
-		require.NoError(t, client.Cast(ctx, "cluster_create", map[string]any{"cluster": obj, "master_count": 1, "node_count": 1, "create_timeout": 10}, rctx))
-		ids = append(ids, c.UUID.Or(""))
+		ids = append(ids, castCreate(t, ctx, client, rctx, template, fmt.Sprintf("owner-%s-%d", id, i)))
 	}
 	first := deployments["first"]
 	for _, cid := range ids {
@@ -209,12 +187,7 @@ log_format = json
 		require.NoError(t, client.Cast(ctx, "cluster_delete", map[string]any{"uuid": cid}, rctx))
 	}
 	for _, cid := range ids {
-		testutil.Eventually(t, 3*time.Minute, "cluster "+cid+" deleted", func() error {
-			if _, err := st.GetCluster(ctx, cid); err == nil {
-				return fmt.Errorf("row still there")
-			}
-			return nil
-		})
+		waitRowGone(t, ctx, st, cid, 3*time.Minute)
 	}
 	stopped := time.Now()
 	first.stop()

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -29,9 +28,7 @@ func TestAutoscalerResizeShowsInMagnum(t *testing.T) {
 	ns, name, _ := strings.Cut(md, "/")
 	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(t, err)
-	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	defer store.Close()
+	store := magnumStore(t, conf)
 	workerCount := func() int64 {
 		groups, err := store.ListNodeGroups(context.Background(), id)
 		require.NoError(t, err)

@@ -22,7 +22,6 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -54,9 +53,7 @@ func TestBarbicanCertificates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "barbican", conf.String("certificates", "cert_manager_type", ""))
 	ctx := context.Background()
-	store, err := db.Open(ctx, conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
+	store := magnumStore(t, conf)
 	service, err := keystone.ServiceAuthFromConfig(conf)
 	require.NoError(t, err)
 	vault := barbican.New(barbican.Options{Service: service, Region: conf.String("barbican_client", "region_name", ""),

@@ -57,9 +57,7 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
 	conf, cl := magnumRPC(b)
-	st, err := db.Open(context.Background(), conf.String("database", "connection", ""))
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
+	st := magnumStore(b, conf)
 	cfg, err := capi.RESTConfig(mgmtKubeconfig)
 	require.NoError(b, err)
 	scheme, err := capi.NewScheme()

@@ -27,7 +27,6 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
@@ -65,9 +64,7 @@ func TestChurnWithReplicas(t *testing.T) {
 	cloud := in.cloud
 	conf, err := config.Load(in.magnumConf)
 	require.NoError(t, err)
-	store, err := db.Open(ctx, conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
+	store := magnumStore(t, conf)
 	_, cfg := testutil.ManagementCluster(t)
 	scheme, err := capi.NewScheme()
 	require.NoError(t, err)

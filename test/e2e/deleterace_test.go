@@ -37,9 +37,7 @@ func TestDeleteNeverShowsAClusterWithoutNodeGroups(t *testing.T) {
 
 	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(t, err)
-	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := magnumStore(t, conf)
 	tok := demoToken(t)
 	tmpl := createTemplate(t, cloudDemo)
 	tmplUUID := strings.TrimSpace(mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "show", tmpl, "-f", "value", "-c", "uuid"))

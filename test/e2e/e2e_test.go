@@ -22,6 +22,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
 
@@ -297,4 +299,14 @@ func capiObjects(t *testing.T, uuid string) string {
 		"magnum.openstack.org/cluster-uuid="+uuid, "-o", "name")
 	require.NoError(t, err, out)
 	return strings.TrimSpace(out)
+}
+
+// magnumStore opens the Magnum database of the instance whose magnum.conf is conf, closed when the
+// test ends.
+func magnumStore(tb testing.TB, conf *config.File) *db.Store {
+	tb.Helper()
+	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = store.Close() })
+	return store
 }

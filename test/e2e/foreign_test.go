@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/adoption"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
-	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
@@ -27,9 +25,7 @@ func TestAHeatClusterIsLeftAlone(t *testing.T) {
 	t.Parallel()
 	conf, err := config.Load(testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf"))
 	require.NoError(t, err)
-	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := magnumStore(t, conf)
 	tmpl := createTemplate(t, cloudDemo)
 	tmplUUID := strings.TrimSpace(mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "show", tmpl, "-f", "value", "-c", "uuid"))
 	logPath := filepath.Join(logDir, "bridge.log")
@@ -82,9 +78,7 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 	magnumConf := testutil.Env("MCB_MAGNUM_CONF", "/etc/magnum/magnum.conf")
 	conf, err := config.Load(magnumConf)
 	require.NoError(t, err)
-	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := magnumStore(t, conf)
 	tok := demoToken(t)
 	tmpl := createTemplate(t, cloudDemo)
 	tmplUUID := strings.TrimSpace(mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "show", tmpl, "-f", "value", "-c", "uuid"))

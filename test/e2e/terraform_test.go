@@ -167,9 +167,7 @@ func terraformLifecycle(t *testing.T, api, cliCloud, provider, magnumConf string
 	require.ErrorContains(t, err, "could not be found")
 	conf, err := config.Load(magnumConf)
 	require.NoError(t, err)
-	store, err := db.Open(context.Background(), conf.String("database", "connection", ""))
-	require.NoError(t, err)
-	defer func() { _ = store.Close() }()
+	store := magnumStore(t, conf)
 	ctx := context.Background()
 	notFound := func(err error) string {
 		var e *magnum.Exception
