@@ -60,12 +60,19 @@ func (l fileLock) hold(t testing.TB, exclusive bool) func() {
 	require.NoError(t, os.MkdirAll(filepath.Dir(string(l)), 0o755))
 	f, err := os.OpenFile(string(l), os.O_CREATE|os.O_RDWR, 0o644)
 	require.NoError(t, err)
-	how := syscall.LOCK_SH
+	how, kind := syscall.LOCK_SH, "shared"
 	if exclusive {
-		how = syscall.LOCK_EX
+		how, kind = syscall.LOCK_EX, "exclusive"
 	}
+	asked := time.Now()
 	require.NoError(t, syscall.Flock(int(f.Fd()), how))
-	return func() { _ = f.Close() }
+	held := time.Now()
+	// The wait and the hold, in the time table's TIMING lines: the Magnum 23 bridge is a queue.
+	t.Logf("TIMING %s: %s lock waited %s", filepath.Base(string(l)), kind, held.Sub(asked).Round(time.Second))
+	return func() {
+		_ = f.Close()
+		t.Logf("TIMING %s: %s lock held %s", filepath.Base(string(l)), kind, time.Since(held).Round(time.Second))
+	}
 }
 
 // nodeShow is what the tests read of a workload cluster's Node.
