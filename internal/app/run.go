@@ -84,11 +84,12 @@ func Run(ctx context.Context, o *Options, version string) error {
 	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
 	mgr.Client.ProjectViewers = o.Bridge.TenantView != nil
 	mgr.Client.Log = log
-	go func() {
+	// ctx as an argument: Run replaces its ctx with the errgroup's below.
+	go func(ctx context.Context) {
 		if err := mgr.Client.Warm(ctx); err != nil {
 			log.Debug("management cluster: warming the client left lookups to the first create", "error", err)
 		}
-	}()
+	}(ctx)
 	var listeners []*listener
 	defer func() {
 		for _, l := range listeners {
