@@ -86,15 +86,22 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 	heat := insertClusterRows(t, store, tok, tmplUUID, "heat-"+hex, "3c9d4f0e-6a2b-4d1e-8f3a-"+hex+"a1b2c3")
 	helmRelease := "helm-" + hex + "-x2kq7mzpa4bt"
 	helm := insertClusterRows(t, store, tok, tmplUUID, "helm-"+hex, helmRelease)
-	// Where magnum-capi-helm (namespace_prefix "magnum", its default) puts the demo project's clusters.
+	// Where magnum-capi-helm (namespace_prefix "magnum", its default) puts the demo project's clusters,
+	// the Cluster its chart makes: no ClusterClass (paused: the objects it names are not made here).
 	ns := "magnum-" + tok.ProjectID
 	out, err := kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "`+ns+`"}}`), "apply", "-f", "-")
 	require.NoError(t, err, out)
 	out, err = kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-		"metadata": {"name": "`+helmRelease+`", "namespace": "`+ns+`", "labels": {"capi.stackhpc.com/managed-by": "Helm"}}, "spec": {}}`), "create", "-f", "-")
+		"metadata": {"name": "`+helmRelease+`", "namespace": "`+ns+`", "labels": {"capi.stackhpc.com/managed-by": "Helm"}},
+		"spec": {"paused": true, "controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443},
+			"controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "`+helmRelease+`-control-plane"},
+			"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OpenStackCluster", "name": "`+helmRelease+`"}}}`),
+		"create", "-f", "-")
 	require.NoError(t, err, out)
 	t.Cleanup(func() {
-		_, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "delete", "clusters.cluster.x-k8s.io", helmRelease, "--ignore-not-found")
+		// Paused, Cluster API does not remove its finalizer: the test does.
+		_, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "delete", "clusters.cluster.x-k8s.io", helmRelease, "--ignore-not-found", "--wait=false")
+		_, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "patch", "clusters.cluster.x-k8s.io", helmRelease, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 	})
 	before := map[string]*clusterShow{}
 	for _, id := range []string{heat, helm} {
