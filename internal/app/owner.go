@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -42,22 +43,24 @@ type databaseOwner struct {
 }
 
 // deploymentName names this bridge deployment, the same for all its replicas: its leader election
-// Lease in its management cluster (told apart by the uid of its kube-system namespace, as the
-// apiserver's address may be the same in-cluster address in every management cluster).
+// Lease in its management cluster, told apart by the uid of its kube-system namespace (the
+// apiserver's address may be the same in-cluster address in every management cluster). An identity
+// that may not list namespaces names the management cluster by its apiserver's address.
 func deploymentName(ctx context.Context, cfg *rest.Config, o *Options) (string, error) {
 	cs, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return "", err
 	}
+	cluster := "at " + cfg.Host
 	// The bridge may list namespaces (deploy/kubernetes/rbac.yaml), not get them.
 	list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kube-system"})
-	if err != nil {
+	switch {
+	case err == nil && len(list.Items) == 1:
+		cluster = string(list.Items[0].UID)
+	case err != nil && !apierrors.IsForbidden(err):
 		return "", fmt.Errorf("the management cluster's identity (its kube-system namespace): %w", err)
 	}
-	if len(list.Items) != 1 {
-		return "", errors.New("the management cluster's identity: it has no kube-system namespace")
-	}
-	return fmt.Sprintf("%s/%s in management cluster %s", o.Bridge.LeaderElectionNamespace, o.Bridge.LeaderElectionID, list.Items[0].UID), nil
+	return fmt.Sprintf("%s/%s in management cluster %s", o.Bridge.LeaderElectionNamespace, o.Bridge.LeaderElectionID, cluster), nil
 }
 
 // claim tries once to take or renew the database for this deployment.

@@ -98,7 +98,9 @@ func TestCheckConfigNamesTheBrokenDependency(t *testing.T) {
 		check(t, "[database]\nconnection = "+bad+"\n", "magnum-capi-bridge: database: ", "as \""+name+"\"", "Access denied")
 	})
 	t.Run("admission policies not in force for the identity", func(t *testing.T) {
-		// A ServiceAccount the policies do not name, allowed to read them: to it, they are missing.
+		// A ServiceAccount the policies do not name, allowed to read them: to it, they are missing. It
+		// may list namespaces, as the bridge's role: the management cluster is named alike (its
+		// kube-system namespace), so it is the stack's bridge deployment to the database owner check.
 		ns := "mcb-checkcfg-" + testutil.RandomHex(3)
 		objs := `apiVersion: v1
 kind: Namespace
@@ -115,6 +117,9 @@ rules:
   - apiGroups: [admissionregistration.k8s.io]
     resources: [validatingadmissionpolicies, validatingadmissionpolicybindings]
     verbs: [get]
+  - apiGroups: [""]
+    resources: [namespaces]
+    verbs: [list]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
