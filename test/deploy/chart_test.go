@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -209,23 +208,4 @@ func waitStatus(t *testing.T, ctx context.Context, st *db.Store, id string, exit
 	}
 	t.Fatalf("cluster %s still %q after %s", id, last, timeout)
 	return last
-}
-
-func runOpenstack(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "openstack", append([]string{"--os-cloud", "devstack"}, args...)...)
-	cmd.Env = testutil.OpenStackCLIEnv()
-	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(out), fmt.Errorf("openstack %s: %v: %s", strings.Join(args, " "), err, ee.Stderr)
-	}
-	return string(out), err
-}
-
-func openstackCLI(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := runOpenstack(args...)
-	require.NoError(t, err)
-	return out
 }
