@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/adoption"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/config"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum/db"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
@@ -71,7 +74,8 @@ func TestAHeatClusterIsLeftAlone(t *testing.T) {
 // for every cluster of the database, what the bridge would do with it and why: a Heat-shaped row is
 // left alone; a magnum-capi-helm-shaped row whose Helm release's Cluster (no ClusterClass, as that
 // driver's chart makes it) is in the management cluster where that driver puts it would be adopted;
-// the bridge's own clusters are its own. Nothing changes.
+// the bridge's own clusters are its own. Nothing changes. The rows belong to a project of the
+// test's own, whose namespace no bridge made (the bridge may not write a namespace it did not make).
 func TestAdoptionPlanIsADryRun(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
@@ -79,18 +83,19 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 	conf, err := config.Load(magnumConf)
 	require.NoError(t, err)
 	store := magnumStore(t, conf)
-	tok := demoToken(t)
 	tmpl := createTemplate(t, cloudDemo)
 	tmplUUID := strings.TrimSpace(mustOpenstack(t, cloudDemo, "coe", "cluster", "template", "show", tmpl, "-f", "value", "-c", "uuid"))
 	hex := testutil.RandomHex(3)
-	heat := insertClusterRows(t, store, tok, tmplUUID, "heat-"+hex, "3c9d4f0e-6a2b-4d1e-8f3a-"+hex+"a1b2c3")
+	owner := testutil.Token{ProjectID: strings.ReplaceAll(uuid.NewString(), "-", ""), UserID: strings.ReplaceAll(uuid.NewString(), "-", "")}
+	heat := insertClusterRows(t, store, owner, tmplUUID, "heat-"+hex, "3c9d4f0e-6a2b-4d1e-8f3a-"+hex+"a1b2c3")
 	helmRelease := "helm-" + hex + "-x2kq7mzpa4bt"
-	helm := insertClusterRows(t, store, tok, tmplUUID, "helm-"+hex, helmRelease)
-	// Where magnum-capi-helm (namespace_prefix "magnum", its default) puts the demo project's clusters,
-	// the Cluster its chart makes: no ClusterClass (paused: the objects it names are not made here).
-	ns := "magnum-" + tok.ProjectID
-	out, err := kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "`+ns+`"}}`), "apply", "-f", "-")
+	helm := insertClusterRows(t, store, owner, tmplUUID, "helm-"+hex, helmRelease)
+	// Where magnum-capi-helm (namespace_prefix "magnum", its default) puts the project's clusters, the
+	// Cluster its chart makes: no ClusterClass (paused: the objects it names are not made here).
+	ns := "magnum-" + owner.ProjectID
+	out, err := kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "`+ns+`"}}`), "create", "-f", "-")
 	require.NoError(t, err, out)
+	t.Cleanup(func() { _, _ = kubectl(t, mgmtKubeconfig, "delete", "namespace", ns, "--wait=false") })
 	out, err = kubectlStdin(t, mgmtKubeconfig, []byte(`{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
 		"metadata": {"name": "`+helmRelease+`", "namespace": "`+ns+`", "labels": {"capi.stackhpc.com/managed-by": "Helm"}},
 		"spec": {"paused": true, "controlPlaneEndpoint": {"host": "10.0.0.5", "port": 6443},
@@ -103,9 +108,9 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 		_, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "delete", "clusters.cluster.x-k8s.io", helmRelease, "--ignore-not-found", "--wait=false")
 		_, _ = kubectl(t, mgmtKubeconfig, "-n", ns, "patch", "clusters.cluster.x-k8s.io", helmRelease, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 	})
-	before := map[string]*clusterShow{}
+	before := map[string]*db.Cluster{}
 	for _, id := range []string{heat, helm} {
-		before[id], err = showCluster(t, cloudDemo, id)
+		before[id], err = store.GetCluster(context.Background(), id)
 		require.NoError(t, err)
 	}
 
@@ -132,10 +137,11 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 	t.Logf("the plan's first lines:\n%s", firstLines(text, 6))
 
 	for id, was := range before {
-		now, err := showCluster(t, cloudDemo, id)
+		now, err := store.GetCluster(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, was.Status, now.Status, id)
 		require.Equal(t, was.StatusReason, now.StatusReason, id)
+		require.Equal(t, was.UpdatedAt, now.UpdatedAt, id)
 	}
 	out, err = kubectl(t, mgmtKubeconfig, "-n", ns, "get", "clusters.cluster.x-k8s.io", helmRelease, "-o", "jsonpath={.spec.topology}")
 	require.NoError(t, err, out)
