@@ -11,11 +11,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,4 +177,71 @@ func waitRowGone(t *testing.T, ctx context.Context, st *db.Store, id string, tim
 		}
 		return fmt.Errorf("row still there (%v)", err)
 	})
+}
+
+// bridgeProcess is a bridge started by a test, killed with it.
+type bridgeProcess struct {
+	cmd     *exec.Cmd
+	log     string
+	exited  chan error
+	metrics string
+}
+
+// startBridge runs the bridge with the configuration files; it is stopped (SIGINT, then killed)
+// when the test ends, and its log printed if the test failed.
+func startBridge(t *testing.T, name string, files ...string) *bridgeProcess {
+	t.Helper()
+	argv := configArgs(files)
+	p := &bridgeProcess{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan error, 1)}
+	logFile, err := os.Create(p.log)
+	require.NoError(t, err)
+	p.cmd = exec.Command(bridgeBinary(t), argv...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// Killed with the test: an orphaned bridge on a shared database would go on driving clusters.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.stop()
+		_ = logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("%s's log:\n%s", name, b)
+		}
+	})
+	return p
+}
+
+// stop interrupts the bridge and waits for it (30 s, then kills it).
+func (p *bridgeProcess) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// readyz is the bridge's readiness: its status code and body.
+func (p *bridgeProcess) readyz() (int, string) {
+	resp, err := http.Get("http://" + p.metrics + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// configArgs are the --config-file flags of files, in order.
+func configArgs(files []string) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, "--config-file", f)
+	}
+	return out
 }

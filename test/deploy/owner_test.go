@@ -3,13 +3,9 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,67 +19,6 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/testutil"
 )
-
-// bridgeProcess is a bridge started by a test, killed with it.
-type bridgeProcess struct {
-	cmd     *exec.Cmd
-	log     string
-	exited  chan error
-	metrics string
-}
-
-// startBridge runs the bridge with the configuration files; it is stopped (SIGINT, then killed)
-// when the test ends, and its log printed if the test failed.
-func startBridge(t *testing.T, name string, files ...string) *bridgeProcess {
-	t.Helper()
-	var argv []string
-	for _, f := range files {
-		argv = append(argv, "--config-file", f)
-	}
-	p := &bridgeProcess{log: filepath.Join(t.TempDir(), name+".log"), exited: make(chan error, 1)}
-	logFile, err := os.Create(p.log)
-	require.NoError(t, err)
-	p.cmd = exec.Command(bridgeBinary(t), argv...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	// Killed with the test: an orphaned bridge on a shared database would go on driving clusters.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, p.cmd.Start())
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.stop()
-		_ = logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("%s's log:\n%s", name, b)
-		}
-	})
-	return p
-}
-
-// stop interrupts the bridge and waits for it (30 s, then kills it).
-func (p *bridgeProcess) stop() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-	}
-}
-
-// readyz is the bridge's readiness: its status code and body.
-func (p *bridgeProcess) readyz() (int, string) {
-	resp, err := http.Get("http://" + p.metrics + "/readyz")
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // Two bridge deployments on one Magnum database (another namespace prefix, as during a migration),
 // consuming the same conductor topic: the second drives nothing — it says why in its log, its
@@ -196,12 +131,4 @@ log_format = json
 	t.Logf("the second deployment took the database over %s after the first stopped", time.Since(stopped).Round(time.Second))
 	code, body = second.readyz()
 	require.Equal(t, http.StatusOK, code, body)
-}
-
-func configArgs(files []string) []string {
-	var out []string
-	for _, f := range files {
-		out = append(out, "--config-file", f)
-	}
-	return out
 }
