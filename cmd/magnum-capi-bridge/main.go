@@ -64,7 +64,7 @@ Configuration: magnum.conf ([DEFAULT] transport_url/host, [database] connection,
 
 Usage: magnum-capi-bridge [flags]
        magnum-capi-bridge [--config-file FILE]... rendering plan|apply [flags]
-       magnum-capi-bridge [--config-file FILE]... adoption plan [flags]
+       magnum-capi-bridge [--config-file FILE]... adoption plan|run [flags]
 `, version)
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), "\n"+app.RenderingUsage+"\n"+app.AdoptionUsage)

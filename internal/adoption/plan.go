@@ -50,6 +50,12 @@ type Found struct {
 	Deleting           bool     `json:"deleting"`
 	MachineDeployments []string `json:"machine_deployments"`
 	Machines           int      `json:"machines"`
+	// AdoptedFrom names the driver the bridge adopted the cluster from ("" when it did not).
+	AdoptedFrom string `json:"adopted_from,omitempty"`
+	// BridgeNamespace is the project namespace the bridge uses for the cluster's project;
+	// NamespaceManaged says whether Namespace is one of the bridge's (it writes in no other).
+	BridgeNamespace  string `json:"bridge_namespace,omitempty"`
+	NamespaceManaged bool   `json:"namespace_managed"`
 }
 
 // Entry is one cluster's line of the plan.
@@ -82,6 +88,15 @@ var notLowerAlnum = regexp.MustCompile(`[^a-z0-9]`)
 
 // Where is the namespace and name of the Cluster API Cluster the driver made for the cluster;
 // ok is false for a driver that makes none (Heat) or that is not known.
+// CAPIHelmName is the name magnum-capi-helm gives a cluster's object: its Helm release (the
+// stack_id) and the part, lower case, every run of other characters than [a-z0-9] one dash
+// (e.g. a node group's MachineDeployment, "<stack_id>-<node group name>").
+func CAPIHelmName(release, part string) string {
+	return strings.Trim(notLowerAlnumRun.ReplaceAllString(strings.ToLower(release+"-"+part), "-"), "-")
+}
+
+var notLowerAlnumRun = regexp.MustCompile(`[^a-z0-9]+`)
+
 func (n Naming) Where(d templates.Driver, c Cluster) (namespace, name string, ok bool) {
 	switch d {
 	case templates.DriverBridge:
@@ -109,6 +124,9 @@ func Decide(c Cluster, d templates.Driver, why string, found *Found) Entry {
 func decide(c Cluster, d templates.Driver, found *Found) (Action, string) {
 	switch d {
 	case templates.DriverBridge:
+		if found != nil && found.AdoptedFrom != "" {
+			return Own, "adopted from " + found.AdoptedFrom
+		}
 		return Own, "built by this bridge"
 	case templates.DriverHeat:
 		return Leave, "a Heat stack is not a Cluster API cluster: it stays with Magnum's Heat driver (requests about it are refused with NotSupported)"
@@ -135,6 +153,11 @@ func decide(c Cluster, d templates.Driver, found *Found) (Action, string) {
 		return Refuse, "its Cluster API cluster " + where + " is being deleted"
 	case found.Topology:
 		return Refuse, fmt.Sprintf("its Cluster API cluster %s already follows ClusterClass %s, which magnum-capi-helm never makes: look at who changed it", where, found.Class)
+	case found.BridgeNamespace != "" && found.Namespace != found.BridgeNamespace:
+		return Refuse, fmt.Sprintf("it lives in namespace %s, the bridge would use %s for its project: set [bridge] namespace_prefix to magnum-capi-helm's namespace_prefix followed by a dash", found.Namespace, found.BridgeNamespace)
+	case !found.NamespaceManaged:
+		return Refuse, fmt.Sprintf("namespace %s is not a project namespace of the bridge, which writes in no other: hand it over with "+
+			"`kubectl label namespace %s app.kubernetes.io/managed-by=magnum-capi-bridge magnum.openstack.org/project-id=%s`", found.Namespace, found.Namespace, c.ProjectID)
 	}
 	return Adopt, fmt.Sprintf("magnum-capi-helm's Helm release %s: to be taken over in place, its %d machine(s) in %d node group(s) kept",
 		found.Name, found.Machines, len(found.MachineDeployments))

@@ -32,7 +32,7 @@ func TestWhere(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	live := &Found{Namespace: "magnum-p", Name: "web-x2kq7mzpa4bt", Cluster: true, MachineDeployments: []string{"web-x2kq7mzpa4bt-default-worker", "web-x2kq7mzpa4bt-gpu"}, Machines: 4}
+	live := &Found{Namespace: "magnum-p", Name: "web-x2kq7mzpa4bt", Cluster: true, BridgeNamespace: "magnum-p", NamespaceManaged: true, MachineDeployments: []string{"web-x2kq7mzpa4bt-default-worker", "web-x2kq7mzpa4bt-gpu"}, Machines: 4}
 	with := func(mod func(f *Found)) *Found {
 		f := *live
 		mod(&f)
@@ -59,6 +59,11 @@ func TestDecide(t *testing.T) {
 		{"magnum-capi-helm, no Cluster here", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.Cluster = false }), Refuse, "no Cluster API cluster magnum-p/web-x2kq7mzpa4bt"},
 		{"magnum-capi-helm, Cluster being deleted", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.Deleting = true }), Refuse, "being deleted"},
 		{"magnum-capi-helm, under a ClusterClass", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.Topology, f.Class = true, "other" }), Refuse, "ClusterClass other"},
+		{"magnum-capi-helm, elsewhere than the bridge's namespace", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.BridgeNamespace = "mcb-p" }), Refuse,
+			"the bridge would use mcb-p for its project: set [bridge] namespace_prefix"},
+		{"magnum-capi-helm, namespace not handed over", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.NamespaceManaged = false }), Refuse,
+			"`kubectl label namespace magnum-p app.kubernetes.io/managed-by=magnum-capi-bridge magnum.openstack.org/project-id=p`"},
+		{"adopted from magnum-capi-helm", templates.DriverBridge, complete, with(func(f *Found) { f.AdoptedFrom = "magnum-capi-helm" }), Own, "adopted from magnum-capi-helm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Cluster{UUID: "u", Name: "web", ProjectID: "p", StackID: "web-x2kq7mzpa4bt", Status: tc.status}
@@ -69,6 +74,12 @@ func TestDecide(t *testing.T) {
 			assert.Equal(t, tc.status, e.Status)
 		})
 	}
+}
+
+func TestCAPIHelmName(t *testing.T) {
+	assert.Equal(t, "web-x2kq7mzpa4bt-default-worker", CAPIHelmName("web-x2kq7mzpa4bt", "default-worker"))
+	assert.Equal(t, "web-x2kq7mzpa4bt-gpu-nodes-a", CAPIHelmName("web-x2kq7mzpa4bt", "GPU nodes_A"), "runs of other characters become one dash")
+	assert.Equal(t, "web-x2kq7mzpa4bt-cloud-credentials", CAPIHelmName("web-x2kq7mzpa4bt", "cloud-credentials"))
 }
 
 func TestCounts(t *testing.T) {

@@ -48,23 +48,20 @@ func (c *Conductor) applyAddons(ctx context.Context, in templates.Input, rendere
 }
 
 // refreshAddons re-applies a cluster's add-on set outside an operation: a credential rotation must
-// put the new workload credential into kube-system/cloud-config before the old one is deleted.
+// put the new workload credential into kube-system/cloud-config before the old one is deleted. An
+// adopted cluster's add-ons are its old driver's, which read the credential from that driver's
+// Secret: the new workload credential goes there.
 func (c *Conductor) refreshAddons(ctx context.Context, cl *magnum.Cluster) error {
-	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	in, rendered, err := c.render(ctx, cl, nil)
 	if err != nil {
 		return err
 	}
-	groups, err := c.store.ListNodeGroups(ctx, cl.UUID.Or(""))
+	adopted, err := c.keepRendering(ctx, in, rendered, false, false)
 	if err != nil {
 		return err
 	}
-	in := c.renderInput(cl, tmpl, groups, nil)
-	rendered, err := templates.Render(in)
-	if err != nil {
-		return err
-	}
-	if err := c.keepRendering(ctx, in, rendered, false); err != nil {
-		return err
+	if adopted {
+		return c.refreshChartCredential(ctx, cl, in.Namespace, rendered.Cluster.GetName())
 	}
 	return c.applyAddons(ctx, in, rendered, true)
 }

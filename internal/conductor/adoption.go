@@ -3,20 +3,35 @@ package conductor
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/adoption"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/rpc"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 // An operator who replaces another conductor asks first what the bridge would do with each
 // cluster of the database (`magnum-capi-bridge adoption plan`): a dry run that reads the rows and
-// the management cluster and changes nothing. Like the rendering plan it is the bridge's own RPC
-// method, answered by any replica; magnum-api never sends it.
+// the management cluster and changes nothing. `adoption run` then takes over the clusters the plan
+// says to adopt. Like the rendering plan these are the bridge's own RPC methods, answered by any
+// replica; magnum-api never sends them.
 
-// MethodAdoptionPlan is the RPC method of the adoption plan.
-const MethodAdoptionPlan = "bridge_adoption_plan"
+// MethodAdoptionPlan and MethodAdoptionRun are the RPC methods of the adoption.
+const (
+	MethodAdoptionPlan = "bridge_adoption_plan"
+	MethodAdoptionRun  = "bridge_adoption_run"
+)
 
 // BridgeAdoptionPlan answers bridge_adoption_plan(): an adoption.Entry for every cluster of the
 // database that is not deleted, by project and name.
@@ -24,6 +39,63 @@ func (c *Conductor) BridgeAdoptionPlan(ctx context.Context, req *rpc.Request) (a
 	if req.Context == nil || !req.Context.IsAdmin {
 		return nil, authorizationFailure("the adoption plan is an operator's: it needs an admin context")
 	}
+	entries, _, err := c.adoptionPlan(ctx)
+	return entries, err
+}
+
+// AdoptionResult is what bridge_adoption_run did with a cluster the plan said to adopt.
+type AdoptionResult struct {
+	adoption.Entry
+	// Adopted is true once the bridge drives the cluster; Error says why not (run again to resume).
+	Adopted bool   `json:"adopted"`
+	Error   string `json:"error,omitempty"`
+	// Steps are the steps taken, in order, with their durations.
+	Steps string `json:"steps,omitempty"`
+}
+
+// BridgeAdoptionRun answers bridge_adoption_run(clusters): it adopts every cluster the plan says to
+// adopt (all of them, or those whose uuid or name the clusters argument lists), one at a time, and
+// reports each. Every step is idempotent: a run interrupted anywhere is finished by the next.
+func (c *Conductor) BridgeAdoptionRun(ctx context.Context, req *rpc.Request) (any, error) {
+	if req.Context == nil || !req.Context.IsAdmin {
+		return nil, authorizationFailure("adoption is an operator's: it needs an admin context")
+	}
+	var only []string
+	if raw, ok := req.Args["clusters"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &only); err != nil {
+			return nil, invalidParameter("clusters must be a list of cluster uuids or names: " + err.Error())
+		}
+	}
+	entries, rows, err := c.adoptionPlan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results := []AdoptionResult{}
+	for _, e := range entries {
+		if len(only) > 0 && !slices.Contains(only, e.UUID) && !slices.Contains(only, e.Name) {
+			continue
+		}
+		if e.Action != adoption.Adopt {
+			continue
+		}
+		r := AdoptionResult{Entry: e}
+		steps := newStepTimer()
+		err := c.adopt(ctx, rows[e.UUID], steps)
+		r.Steps = steps.String()
+		if err != nil {
+			r.Error = c.reasonFor(e.UUID, err)
+			c.log.WarnContext(ctx, "adoption of a cluster stopped; run it again to resume", "cluster", e.UUID, "error", err, "steps", r.Steps)
+		} else {
+			r.Adopted = true
+			c.log.InfoContext(ctx, "cluster adopted", "cluster", e.UUID, "from", string(e.Driver), "steps", r.Steps)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// adoptionPlan is the plan's entries, by project and name, and the rows they were decided on.
+func (c *Conductor) adoptionPlan(ctx context.Context) ([]adoption.Entry, map[string]*magnum.Cluster, error) {
 	var statuses []magnum.ClusterStatus
 	for _, s := range magnum.AllClusterStatuses {
 		if s != magnum.StatusDeleteComplete {
@@ -32,39 +104,51 @@ func (c *Conductor) BridgeAdoptionPlan(ctx context.Context, req *rpc.Request) (a
 	}
 	clusters, err := c.store.ListClustersByStatus(ctx, statuses...)
 	if err != nil {
-		return nil, rpc.Retry(err)
+		return nil, nil, rpc.Retry(err)
 	}
 	naming := adoption.Naming{BridgeNamespacePrefix: c.opts.NamespacePrefix, CAPIHelmNamespacePrefix: c.opts.CAPIHelmNamespacePrefix}
 	entries := make([]adoption.Entry, 0, len(clusters))
+	rows := make(map[string]*magnum.Cluster, len(clusters))
 	for _, cl := range clusters {
 		row := adoption.Cluster{UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""),
 			StackID: cl.StackID.Or(""), Status: cl.Status.Or("")}
-		d, why := c.driverOf(ctx, cl)
+		d, why, err := c.driverOf(ctx, cl)
+		if err != nil {
+			return nil, nil, rpc.Retry(err)
+		}
 		var found *adoption.Found
 		if ns, name, ok := naming.Where(d, row); ok && name != "" {
 			found, err = c.lookForCluster(ctx, ns, name)
 			if err != nil {
-				return nil, rpc.Retry(err)
+				return nil, nil, rpc.Retry(err)
 			}
+			found.BridgeNamespace = c.namespace(row.ProjectID)
 		}
 		entries = append(entries, adoption.Decide(row, d, why, found))
+		rows[row.UUID] = cl
 	}
 	slices.SortFunc(entries, func(a, b adoption.Entry) int {
 		return cmp.Or(cmp.Compare(a.ProjectID, b.ProjectID), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UUID, b.UUID))
 	})
-	return entries, nil
+	return entries, rows, nil
 }
 
 // lookForCluster is what the management cluster holds of the Cluster API cluster namespace/name.
 func (c *Conductor) lookForCluster(ctx context.Context, namespace, name string) (*adoption.Found, error) {
 	f := &adoption.Found{Namespace: namespace, Name: name}
+	_, managed, err := c.kube.NamespaceManaged(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	f.NamespaceManaged = managed
 	obs, found, err := c.kube.Observe(ctx, namespace, name)
 	if err != nil || !found {
 		return f, err
 	}
 	f.Cluster = true
 	f.Deleting = !obs.Cluster.DeletionTimestamp.IsZero()
-	if t := obs.Cluster.Spec.Topology; t.IsDefined() {
+	f.AdoptedFrom = obs.Cluster.Annotations[templates.AnnotationAdoptedFrom]
+	if t := obs.Cluster.Spec.Topology; t.IsDefined() && f.AdoptedFrom == "" {
 		f.Topology, f.Class = true, t.ClassRef.Name
 	}
 	for _, md := range obs.MachineDeployments {
@@ -72,4 +156,188 @@ func (c *Conductor) lookForCluster(ctx context.Context, namespace, name string) 
 	}
 	f.Machines = len(obs.Machines)
 	return f, nil
+}
+
+// adopt takes over a magnum-capi-helm cluster in place. The steps, each of which a later run
+// repeats harmlessly:
+//  1. Helm forgets the release (its Secrets go, the Cluster loses Helm's ownership): from then
+//     on neither `helm uninstall` nor the old conductor can delete the cluster.
+//  2. The cluster's credential, which the chart's Secret holds, is stored the bridge's way.
+//  3. The cluster's rows are rendered and the rendering turned into the live cluster's
+//     (templates.Rendered.Adopt): a ClusterClass copied from the live objects.
+//  4. The CA Secrets are written from Magnum's certificate store, as the old driver did.
+//  5. The class is applied, owned by the Cluster (it goes with it); the MachineDeployments are
+//     labelled for Cluster API's topology controller; the Cluster gets its topology.
+//
+// The chart's credential Secret stays: the old driver's add-ons (the cloud controller manager the
+// add-on provider installed) read it. A rotation writes the new workload credential into it too
+// (refreshAddons), and the cluster's delete removes it with the bridge's own.
+func (c *Conductor) adopt(ctx context.Context, cl *magnum.Cluster, steps *stepTimer) error {
+	id, name := cl.UUID.Or(""), cl.StackID.Or("")
+	ns := c.namespace(cl.ProjectID.Or(""))
+	live, found, err := c.kube.ReadLive(ctx, ns, name)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return &permanentError{fmt.Errorf("its Cluster %s/%s is gone", ns, name)}
+	}
+	steps.mark("read")
+	if err := c.kube.RetireHelmRelease(ctx, ns, name, name); err != nil {
+		return err
+	}
+	steps.mark("helm-retired")
+	if templates.IsAdopted(live.Cluster) && live.Cluster.Spec.Topology.IsDefined() {
+		return c.finishAdoption(ns, name, steps)
+	}
+	tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or(""))
+	if err != nil {
+		return fmt.Errorf("its cluster template %s: %w", cl.ClusterTemplateID.Or(""), err)
+	}
+	groups, err := c.store.ListNodeGroups(ctx, id)
+	if err != nil {
+		return err
+	}
+	for i := range live.Workers {
+		md := live.Workers[i].MachineDeployment.GetName()
+		for _, g := range groups {
+			if g.Role.Or("") != "master" && adoption.CAPIHelmName(name, g.Name.Or("")) == md {
+				live.Workers[i].NodeGroupUUID = g.UUID.Or("")
+			}
+		}
+		if live.Workers[i].NodeGroupUUID == "" {
+			return &permanentError{fmt.Errorf("MachineDeployment %s/%s is none of the cluster's node groups", ns, md)}
+		}
+	}
+	live.Driver = string(templates.DriverCAPIHelm)
+	if err := c.adoptCredential(ctx, cl, ns, name); err != nil {
+		return err
+	}
+	steps.mark("credential")
+	in := c.renderInput(cl, tmpl, groups, nil)
+	in.Cluster.AdoptedName = name
+	rendered, err := templates.Render(in)
+	if err != nil {
+		return &permanentError{fmt.Errorf("rendering its rows: %w", err)}
+	}
+	mdLabels, err := rendered.Adopt(live)
+	if err != nil {
+		return &permanentError{err}
+	}
+	steps.mark("render")
+	if err := c.kube.EnsureProjectNamespace(ctx, ns, cl.ProjectID.Or("")); err != nil {
+		return err
+	}
+	if err := c.ensureCertificateSecrets(ctx, cl, ns, name); err != nil {
+		return err
+	}
+	steps.mark("certificates")
+	owner := metav1.OwnerReference{APIVersion: live.Cluster.APIVersion, Kind: "Cluster", Name: live.Cluster.Name, UID: live.Cluster.UID}
+	if owner.APIVersion == "" {
+		owner.APIVersion = "cluster.x-k8s.io/v1beta2"
+	}
+	for _, o := range rendered.ClassObjects {
+		o.SetOwnerReferences([]metav1.OwnerReference{owner})
+	}
+	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
+		return err
+	}
+	if err := c.kube.LabelMachineDeployments(ctx, ns, mdLabels); err != nil {
+		return err
+	}
+	steps.mark("class")
+	// Cluster API's webhook refuses the topology (an internal error) until its controller has
+	// reconciled the new class: that is retried, a real refusal is not.
+	var applyErr error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		applyErr = c.kube.Apply(ctx, rendered.Cluster)
+		if applyErr != nil && permanent(applyErr) {
+			return false, applyErr
+		}
+		return applyErr == nil, nil
+	})
+	if err != nil && applyErr != nil {
+		err = applyErr
+	}
+	if err != nil {
+		return err
+	}
+	steps.mark("topology")
+	c.adopted.Store(id, live.Driver)
+	return c.finishAdoption(ns, name, steps)
+}
+
+// finishAdoption has the status sync look at the adopted cluster at once.
+func (c *Conductor) finishAdoption(ns, name string, steps *stepTimer) error {
+	c.kube.Kick(ns, name)
+	steps.mark("kick")
+	return nil
+}
+
+func capiHelmCredentialSecret(release string) string {
+	return adoption.CAPIHelmName(release, "cloud-credentials")
+}
+
+// adoptCredential stores the application credential magnum-capi-helm made for the cluster the
+// bridge's way (both of the bridge's Secrets hold it: the old driver gave CAPO and the workload
+// cluster one credential), so that a rotation replaces it and a delete revokes it.
+func (c *Conductor) adoptCredential(ctx context.Context, cl *magnum.Cluster, ns, name string) error {
+	if _, found, err := c.storedCredentialRefs(ctx, cl); err != nil || found {
+		return err
+	}
+	data, found, err := c.kube.ReadSecret(ctx, ns, capiHelmCredentialSecret(name))
+	if err != nil {
+		return err
+	}
+	if !found {
+		return &permanentError{fmt.Errorf("neither its credential Secret %s nor the bridge's %s exists", capiHelmCredentialSecret(name), templates.CloudConfigSecretName(name))}
+	}
+	ref, err := chartCredential(data[cloudsYAMLKey])
+	if err != nil {
+		return &permanentError{fmt.Errorf("Secret %s/%s: %w", ns, capiHelmCredentialSecret(name), err)}
+	}
+	if ref.UserID == "" {
+		ref.UserID = cl.UserID.Or("")
+	}
+	secrets, err := cloudConfigSecrets(name, &IssuedCredentials{Refs: []keystone.CredentialRef{ref},
+		CAPOCloudsYAML: data[cloudsYAMLKey], WorkloadCloudsYAML: data[cloudsYAMLKey], CACert: data[cloudCACertKey]})
+	if err != nil {
+		return &permanentError{err}
+	}
+	return c.kube.ApplyClusterSecrets(ctx, ns, cl.UUID.Or(""), secrets)
+}
+
+// chartCredential is the application credential of magnum-capi-helm's clouds.yaml (cloud "openstack").
+func chartCredential(cloudsYAML []byte) (keystone.CredentialRef, error) {
+	var clouds struct {
+		Clouds map[string]struct {
+			Auth struct {
+				ID     string `json:"application_credential_id"`
+				Name   string `json:"application_credential_name"`
+				UserID string `json:"user_id"`
+			} `json:"auth"`
+		} `json:"clouds"`
+	}
+	if err := yaml.Unmarshal(cloudsYAML, &clouds); err != nil {
+		return keystone.CredentialRef{}, fmt.Errorf("its clouds.yaml: %w", err)
+	}
+	cloud, ok := clouds.Clouds[templates.CloudConfigCloudName]
+	if !ok || cloud.Auth.ID == "" {
+		return keystone.CredentialRef{}, errors.New("its clouds.yaml has no application credential in cloud " + templates.CloudConfigCloudName)
+	}
+	return keystone.CredentialRef{ID: cloud.Auth.ID, Name: cloud.Auth.Name, UserID: cloud.Auth.UserID}, nil
+}
+
+// refreshChartCredential writes the cluster's workload credential into magnum-capi-helm's
+// credential Secret of an adopted cluster, which its add-ons read.
+func (c *Conductor) refreshChartCredential(ctx context.Context, cl *magnum.Cluster, ns, name string) error {
+	data, found, err := c.kube.ReadSecret(ctx, ns, workloadCloudConfigSecretName(name))
+	if err != nil || !found {
+		return err
+	}
+	chart := map[string][]byte{cloudsYAMLKey: data[cloudsYAMLKey]}
+	if ca := data[cloudCACertKey]; len(ca) > 0 {
+		chart[cloudCACertKey] = ca
+	}
+	return c.kube.ApplyClusterSecrets(ctx, ns, cl.UUID.Or(""), []certs.CAPISecret{{Name: capiHelmCredentialSecret(name), Type: "Opaque", Data: chart}})
 }

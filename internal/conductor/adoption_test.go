@@ -56,7 +56,8 @@ func TestAdoptionPlan(t *testing.T) {
 	require.Equal(t, adoption.Adopt, e.Action, e.Why)
 	require.Equal(t, templates.DriverCAPIHelm, e.Driver)
 	require.Equal(t, &adoption.Found{Namespace: "magnum-" + demoProject, Name: "demo-x2kq7mzpa4bt", Cluster: true,
-		MachineDeployments: []string{"demo-x2kq7mzpa4bt-default-worker", "demo-x2kq7mzpa4bt-batch"}, Machines: 3}, e.Found)
+		MachineDeployments: []string{"demo-x2kq7mzpa4bt-default-worker", "demo-x2kq7mzpa4bt-batch"}, Machines: 3,
+		BridgeNamespace: "magnum-" + demoProject, NamespaceManaged: true}, e.Found)
 	require.Contains(t, e.Why, "3 machine(s) in 2 node group(s) kept")
 
 	for id, was := range before {

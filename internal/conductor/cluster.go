@@ -269,6 +269,9 @@ func (c *Conductor) render(ctx context.Context, cl *magnum.Cluster, upgrade *tem
 		return templates.Input{}, nil, err
 	}
 	in := c.renderInput(cl, tmpl, groups, upgrade)
+	if in.Cluster.AdoptedName, err = c.adoptedName(ctx, cl); err != nil {
+		return in, nil, err
+	}
 	rendered, err := templates.Render(in)
 	if err != nil {
 		var le *templates.LabelError
@@ -293,13 +296,12 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	if err != nil {
 		return err
 	}
-	if upgrade == nil {
-		// A move this replica took, or one another replica took before it went (its reason says so).
-		_, moved := capi.MovingTo(cl.StatusReason.Or(""))
-		moving := c.ops.moving(id) || cl.Status.Or("") == magnum.StatusUpdateInProgress && moved
-		if err := c.keepRendering(ctx, in, rendered, moving); err != nil {
-			return err
-		}
+	// A move this replica took, or one another replica took before it went (its reason says so).
+	_, moved := capi.MovingTo(cl.StatusReason.Or(""))
+	moving := c.ops.moving(id) || cl.Status.Or("") == magnum.StatusUpdateInProgress && moved
+	adopted, err := c.keepRendering(ctx, in, rendered, moving, upgrade != nil)
+	if err != nil {
+		return err
 	}
 	steps.mark("rows+render")
 	if err := c.kube.EnsureProjectNamespace(ctx, in.Namespace, cl.ProjectID.Or("")); err != nil {
@@ -324,10 +326,15 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	steps.mark("class")
 	// The Cluster and its add-on set at once: CAPI's ClusterResourceSet controller binds whichever
 	// comes second, and a failed half is applied again, with the other, by the retry.
+	// An adopted cluster keeps the add-ons its old driver installed: the bridge's would be a second
+	// network plugin and cloud controller manager.
 	nameAddonSet(rendered)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.kube.Apply(gctx, rendered.Cluster) })
 	g.Go(func() error {
+		if adopted {
+			return nil
+		}
 		return c.applyAddons(gctx, in, rendered, cl.Status.Or("") != magnum.StatusCreateInProgress)
 	})
 	err = g.Wait()
@@ -337,25 +344,45 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 
 // keepRendering gives a live cluster's apply the rendering the cluster has (templates.Rendered.Keep),
 // so that no operation but an upgrade replaces its machines, whichever bridge built it. An upgrade
-// this replica has in hand renders afresh, and so does one the rows record (the cluster's template is
-// no longer the one its Cluster was rendered from) when it is resumed after a restart or elsewhere.
-// An operator's move (move) takes this bridge's rendering with the cluster's Kubernetes version.
-func (c *Conductor) keepRendering(ctx context.Context, in templates.Input, rendered *templates.Rendered, move bool) error {
+// this replica has in hand (upgrade) renders afresh, and so does one the rows record (the cluster's
+// template is no longer the one its Cluster was rendered from) when it is resumed after a restart
+// or elsewhere. An operator's move (move) takes this bridge's rendering with the cluster's
+// Kubernetes version. An adopted cluster (adoption.go) keeps its own class for good: an upgrade
+// changes its version and machine image within it, a move does not apply. adopted reports one.
+func (c *Conductor) keepRendering(ctx context.Context, in templates.Input, rendered *templates.Rendered, move, upgrade bool) (adopted bool, err error) {
 	live, found, err := c.kube.GetCluster(ctx, in.Namespace, rendered.Cluster.GetName())
 	if err != nil || !found {
-		return err
+		return false, err
 	}
-	if live.Labels[templates.LabelTemplateUUID] != in.Template.UUID {
-		return nil
-	}
+	fresh := upgrade || live.Labels[templates.LabelTemplateUUID] != in.Template.UUID
 	keep := rendered.Keep
-	if move {
+	switch {
+	case templates.IsAdopted(live) && fresh:
+		keep = rendered.KeepAdopted
+	case templates.IsAdopted(live):
+	case fresh:
+		return false, nil
+	case move:
 		keep = rendered.KeepVersion
 	}
 	if err := keep(live); err != nil {
-		return &permanentError{err}
+		return false, &permanentError{err}
 	}
-	return nil
+	return templates.IsAdopted(live), nil
+}
+
+// adoptedName is the Cluster API name of a cluster the bridge adopted (its stack_id), or "" for
+// the bridge's own (named by templates.ClusterName).
+func (c *Conductor) adoptedName(ctx context.Context, cl *magnum.Cluster) (string, error) {
+	row := templates.ClusterRow{UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), StackID: cl.StackID.Or("")}
+	if d, _ := templates.DriverOf(row); d == templates.DriverBridge {
+		return "", nil
+	}
+	from, err := c.adoptedFrom(ctx, cl)
+	if err != nil || from == "" {
+		return "", err
+	}
+	return cl.StackID.Or(""), nil
 }
 
 // ensureCloud makes what the cluster needs in the cloud before CAPO acts: its credentials, then its

@@ -83,6 +83,8 @@ type Conductor struct {
 	ops   *operations
 	// foreignNoted holds the clusters of other drivers already logged (drivers.go), once each.
 	foreignNoted sync.Map
+	// adopted holds the clusters seen adopted from another driver (uuid → driver; drivers.go).
+	adopted sync.Map
 }
 
 // New wires a conductor.
@@ -158,6 +160,7 @@ func (c *Conductor) Handlers() map[string]rpc.Handler {
 		string(magnum.OpRenderingMove): c.BridgeRenderingMove,
 		MethodRenderingPlan:            c.BridgeRenderingPlan,
 		MethodAdoptionPlan:             c.BridgeAdoptionPlan,
+		MethodAdoptionRun:              c.BridgeAdoptionRun,
 	}
 	for method, h := range handlers {
 		handlers[method] = bounded(h)

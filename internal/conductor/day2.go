@@ -405,9 +405,18 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		return nil, rpc.Retry(err)
 	}
 	in := c.renderInput(&planned, target, groups, upgrade)
+	if in.Cluster.AdoptedName, err = c.adoptedName(ctx, cl); err != nil {
+		return nil, rpc.Retry(err)
+	}
 	rendered, err := templates.Render(in)
 	if err != nil {
 		return nil, magnum.InvalidClusterTemplateForUpgrade(c.reasonFor(id, err))
+	}
+	if _, err := c.keepRendering(ctx, in, rendered, false, true); err != nil {
+		if permanent(err) {
+			return nil, magnum.InvalidClusterTemplateForUpgrade(c.reasonFor(id, err))
+		}
+		return nil, rpc.Retry(err)
 	}
 	if err := c.kube.DryRunApply(ctx, append(rendered.ClassObjects, rendered.Cluster)...); err != nil {
 		if permanent(err) {

@@ -818,3 +818,21 @@ func (r *replicaClaims) Sweep(_ context.Context, active func(string) bool) error
 	}
 	return nil
 }
+
+// Adoption's reads and writes: the fake holds no other driver's objects (adoption is tested
+// against the real management cluster, test/peer).
+func (k *fakeKube) ReadLive(context.Context, string, string) (templates.LiveCluster, bool, error) {
+	return templates.LiveCluster{}, false, nil
+}
+
+func (k *fakeKube) LabelMachineDeployments(context.Context, string, map[string]map[string]string) error {
+	return errors.New("the fake management cluster holds no MachineDeployments")
+}
+
+func (k *fakeKube) RetireHelmRelease(context.Context, string, string, string) error { return nil }
+
+func (k *fakeKube) NamespaceManaged(_ context.Context, name string) (bool, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.namespaces[name], k.namespaces[name], nil
+}

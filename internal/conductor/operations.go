@@ -461,7 +461,11 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 		c.release(ctx, id)
 		return false, nil // nothing in progress
 	}
-	if d, why := c.driverOf(ctx, cl); d != templates.DriverBridge {
+	d, why, err := c.driverOf(ctx, cl)
+	if err != nil {
+		return true, err // the management cluster cannot say whether the cluster was adopted
+	}
+	if d != templates.DriverBridge {
 		c.noteForeign(ctx, cl, d, why)
 		c.ops.end(id)
 		c.release(ctx, id)

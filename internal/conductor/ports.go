@@ -12,6 +12,7 @@ import (
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/certs"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/magnum"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
 )
 
 // ErrNotFound is returned by a Store when a row does not exist.
@@ -125,4 +126,17 @@ type Kube interface {
 	DeleteAutoscaler(ctx context.Context, namespace, clusterUUID string) error
 	// Kick makes the status sync look at a cluster now, even if no CAPI object changed.
 	Kick(namespace, name string)
+	Adopting
+}
+
+// Adopting is what adoption (adoption.go) needs of the management cluster besides the rest.
+type Adopting interface {
+	// ReadLive reads the objects of a Cluster another driver built; found is false without it.
+	ReadLive(ctx context.Context, namespace, name string) (live templates.LiveCluster, found bool, err error)
+	// LabelMachineDeployments adds labels to MachineDeployments, by name.
+	LabelMachineDeployments(ctx context.Context, namespace string, labels map[string]map[string]string) error
+	// RetireHelmRelease makes Helm forget a release without uninstalling what it installed.
+	RetireHelmRelease(ctx context.Context, namespace, release, clusterName string) error
+	// NamespaceManaged reports whether a namespace exists and is one of the bridge's.
+	NamespaceManaged(ctx context.Context, name string) (exists, managed bool, err error)
 }

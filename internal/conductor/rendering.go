@@ -103,7 +103,10 @@ func (c *Conductor) BridgeRenderingPlan(ctx context.Context, req *rpc.Request) (
 
 func (c *Conductor) planRendering(ctx context.Context, cl *magnum.Cluster) (RenderingPlan, error) {
 	p := RenderingPlan{UUID: cl.UUID.Or(""), Name: cl.Name.Or(""), ProjectID: cl.ProjectID.Or(""), Status: cl.Status.Or("")}
-	if d, why := c.driverOf(ctx, cl); d != templates.DriverBridge {
+	switch d, why, err := c.driverOf(ctx, cl); {
+	case err != nil:
+		return p, err
+	case d != templates.DriverBridge:
 		return p, &permanentError{fmt.Errorf("built by the %s driver (%s): not this bridge's to move", d, why)}
 	}
 	in, rendered, err := c.render(ctx, cl, nil)

@@ -54,8 +54,11 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		}
 		return cur.Deadline.Sub(now) + time.Second, nil
 	}
-	if tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or("")); err == nil {
-		// What Magnum asked for: an operation is not complete while CAPI shows another version.
+	// What Magnum asked for: an operation is not complete while CAPI shows another version. An
+	// adopted cluster's template may leave the version to its image's kube_version property, as
+	// its old driver read it: unless kube_tag names one, the version it runs is what was asked.
+	adoptedVersion := obs.Cluster != nil && templates.IsAdopted(obs.Cluster) && dictMap(cl.Labels)[templates.LabelKubeTag] == ""
+	if tmpl, err := c.store.GetClusterTemplate(ctx, cl.ClusterTemplateID.Or("")); err == nil && !adoptedVersion {
 		cur.Version, _ = templates.KubernetesVersion(dictMap(cl.Labels), tmpl.ImageID.Or(""), c.opts.DefaultKubernetesVersion)
 	}
 	autoscaling := templates.LabelEnabled(dictMap(cl.Labels), templates.LabelAutoScalingEnabled)
@@ -224,7 +227,11 @@ func (c *Conductor) Resync(ctx context.Context) error {
 	for _, cl := range clusters {
 		// Another driver's cluster left in progress is that driver's: the bridge does not finish,
 		// fail or time it out.
-		if d, why := c.driverOf(ctx, cl); d != templates.DriverBridge {
+		d, why, err := c.driverOf(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if d != templates.DriverBridge {
 			c.noteForeign(ctx, cl, d, why)
 			continue
 		}

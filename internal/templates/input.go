@@ -44,6 +44,9 @@ type Cluster struct {
 	Keypair        string
 	MasterFlavorID string
 	FlavorID       string
+	// AdoptedName is the name of the CAPI Cluster another driver built and the bridge adopted
+	// (its stack_id); empty for the bridge's own, named by ClusterName.
+	AdoptedName string
 	// Labels are the cluster's effective labels: magnum-api already copies the template's labels
 	// into the cluster when the user gives none.
 	Labels map[string]string

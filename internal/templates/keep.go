@@ -2,6 +2,7 @@ package templates
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,11 +42,20 @@ func (r *Rendered) Keep(live *clusterv1.Cluster) error {
 	} else {
 		delete(c.Annotations, AnnotationRenderedBy)
 	}
+	adopted := IsAdopted(live)
+	if adopted {
+		// An adopted cluster's health checks are those its class copied from the old driver's.
+		c.Annotations = MergeLabels(c.Annotations, map[string]string{AnnotationAdoptedFrom: live.Annotations[AnnotationAdoptedFrom]})
+		t.ControlPlane.HealthCheck = lt.ControlPlane.HealthCheck
+	}
 	for i := range t.Workers.MachineDeployments {
 		md := &t.Workers.MachineDeployments[i]
 		for _, old := range lt.Workers.MachineDeployments {
 			if old.Name == md.Name {
 				md.Class, md.Variables, md.FailureDomain = old.Class, old.Variables, old.FailureDomain
+				if adopted && strings.HasPrefix(old.Class, adoptedWorkerClassPrefix) {
+					md.HealthCheck = old.HealthCheck
+				}
 				break
 			}
 		}
@@ -55,6 +65,7 @@ func (r *Rendered) Keep(live *clusterv1.Cluster) error {
 		return err
 	}
 	r.Cluster, r.Version, r.ClassName, r.ClassObjects = kept, lt.Version, lt.ClassRef.Name, nil
+	r.ServerGroups = bridgeServerGroups(&c, r.ServerGroups)
 	return nil
 }
 

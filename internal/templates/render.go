@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -281,7 +282,7 @@ func clusterObject(in Input, className, version string, network clusterNetwork) 
 		}
 		return workers[i].Name < workers[j].Name
 	})
-	name := ClusterName(in.Cluster.Name, in.Cluster.UUID)
+	name := cmp.Or(in.Cluster.AdoptedName, ClusterName(in.Cluster.Name, in.Cluster.UUID))
 	c := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
