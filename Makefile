@@ -14,7 +14,7 @@ PKGS ?= ./...
 
 IMAGE_DIR ?= $(BIN)/image
 
-.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn upgrade-test lint staticcheck shellcheck bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke fuzz generate clean
+.PHONY: all build image up down kubeconfig test test-unit test-integration test-faults soak churn upgrade-test lint staticcheck shellcheck bench bench-scale bench-scale-smoke bench-peer bench-peer-smoke test-adoption fuzz generate clean
 
 all: build
 
@@ -188,6 +188,16 @@ bench-peer: build
 ## bench-peer-smoke: the side by side with two clusters each, so that it cannot rot (make test).
 bench-peer-smoke:
 	MCB_PEER_SMOKE=1 $(MAKE) --no-print-directory bench-peer PEER_CLUSTERS=2 PEER_IDLE=15s
+
+## test-adoption: the peer conductor (as in bench-peer) makes two clusters and stops; this tree's bridge
+## takes over its database, is killed in the middle of adopting them and finishes; no machine is
+## replaced, then resize, node groups, upgrade and delete go through the bridge (docs/other-drivers.md).
+## Needs `make up`; run by `make test`.
+test-adoption: build
+	deploy/local/peer-up.sh
+	MCB_PEER=1 $(GO) test -tags integration,e2e -count=1 -timeout 45m -run '^TestAdoptCAPIHelmClusters$$' -v ./test/peer \
+	  | tee /var/log/magnum-capi-bridge/adoption.log | grep -E '^# |TIMING|Error|^\s*(---|ok|FAIL|PASS)'; \
+	  exit $${PIPESTATUS[0]}
 
 ## fuzz: run each fuzz target for FUZZTIME (default 1m).
 FUZZTIME ?= 1m

@@ -139,9 +139,16 @@ if ((${#others[@]})); then
 fi
 faults_rc=0 peer_rc=0
 if [[ $PKGS == ./... ]]; then
-  # The side by side with the peer conductor, so that it cannot rot: next to the two below (it
-  # mostly waits on its conductors), so that it has ended when the end-to-end package has.
-  stage "bench-peer smoke" make --no-print-directory bench-peer-smoke GO="$GO" &
+  # The side by side with the peer conductor, so that it cannot rot, then the adoption of the
+  # peer's clusters: next to the two below (they mostly wait on their conductors and clusters), so
+  # that they have ended when the end-to-end package has. One peer at a time.
+  run_logs+=("$LOG_DIR/adoption.log")
+  (
+    stage "bench-peer smoke" make --no-print-directory bench-peer-smoke GO="$GO"
+    bench=$?
+    stage "adoption of the peer's clusters" make --no-print-directory test-adoption GO="$GO"
+    exit $((bench | $?))
+  ) &
   peer_pid=$!
   # CAPO's own service code against the OpenStack simulator: a module of its own (CAPO's dependencies
   # stay out of the bridge's go.mod), so ./... does not reach it.

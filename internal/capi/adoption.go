@@ -102,6 +102,23 @@ func (c *Client) ReadLive(ctx context.Context, namespace, name string) (live tem
 		if w.HealthCheck, err = get(mhc, "MachineHealthCheck", md.Name, false); err != nil {
 			return live, true, err
 		}
+		own := client.MatchingLabels{clusterv1.ClusterNameLabel: name, clusterv1.MachineDeploymentNameLabel: md.Name}
+		var sets clusterv1.MachineSetList
+		if err := c.List(ctx, &sets, client.InNamespace(namespace), own); err != nil {
+			return live, true, err
+		}
+		for _, ms := range sets.Items {
+			w.MachineSets = append(w.MachineSets, ms.Name)
+		}
+		var machines clusterv1.MachineList
+		if err := c.List(ctx, &machines, client.InNamespace(namespace), own); err != nil {
+			return live, true, err
+		}
+		for _, m := range machines.Items {
+			w.Machines = append(w.Machines, m.Name)
+		}
+		sort.Strings(w.MachineSets)
+		sort.Strings(w.Machines)
 		live.Workers = append(live.Workers, w)
 	}
 	return live, true, nil
@@ -119,17 +136,20 @@ func fromField(u *unstructured.Unstructured, into any, fields ...string) error {
 	return json.Unmarshal(raw, into)
 }
 
-// LabelMachineDeployments adds labels to MachineDeployments, by name.
-func (c *Client) LabelMachineDeployments(ctx context.Context, namespace string, labels map[string]map[string]string) error {
-	for name, l := range labels {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": l}})
+// LabelObjects adds labels to objects of the namespace.
+func (c *Client) LabelObjects(ctx context.Context, namespace string, objs []templates.ObjectLabels) error {
+	for _, o := range objs {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": o.Labels}})
 		if err != nil {
 			return err
 		}
-		md := &clusterv1.MachineDeployment{}
-		md.Namespace, md.Name = namespace, name
-		if err := c.Patch(ctx, md, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return fmt.Errorf("labelling MachineDeployment %s/%s: %w", namespace, name, err)
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(o.APIVersion)
+		u.SetKind(o.Kind)
+		u.SetNamespace(namespace)
+		u.SetName(o.Name)
+		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("labelling %s %s/%s: %w", o.Kind, namespace, o.Name, err)
 		}
 	}
 	return nil

@@ -66,6 +66,9 @@ func (c *Conductor) BridgeAdoptionRun(ctx context.Context, req *rpc.Request) (an
 			return nil, invalidParameter("clusters must be a list of cluster uuids or names: " + err.Error())
 		}
 	}
+	// One run at a time in a replica: a run redelivered after a restart may meet the operator's next.
+	c.adoptionRunning.Lock()
+	defer c.adoptionRunning.Unlock()
 	entries, rows, err := c.adoptionPlan(ctx)
 	if err != nil {
 		return nil, err
@@ -166,8 +169,8 @@ func (c *Conductor) lookForCluster(ctx context.Context, namespace, name string) 
 //  3. The cluster's rows are rendered and the rendering turned into the live cluster's
 //     (templates.Rendered.Adopt): a ClusterClass copied from the live objects.
 //  4. The CA Secrets are written from Magnum's certificate store, as the old driver did.
-//  5. The class is applied, owned by the Cluster (it goes with it); the MachineDeployments are
-//     labelled for Cluster API's topology controller; the Cluster gets its topology.
+//  5. The class is applied, owned by the Cluster (it goes with it); the live objects are labelled
+//     as the topology's, for Cluster API's topology controller; the Cluster gets its topology.
 //
 // The chart's credential Secret stays: the old driver's add-ons (the cloud controller manager the
 // add-on provider installed) read it. A rotation writes the new workload credential into it too
@@ -210,6 +213,10 @@ func (c *Conductor) adopt(ctx context.Context, cl *magnum.Cluster, steps *stepTi
 		}
 	}
 	live.Driver = string(templates.DriverCAPIHelm)
+	// The project namespace's policies, quota and the bridge's Secret reader, before any Secret is read.
+	if err := c.kube.EnsureProjectNamespace(ctx, ns, cl.ProjectID.Or("")); err != nil {
+		return err
+	}
 	if err := c.adoptCredential(ctx, cl, ns, name); err != nil {
 		return err
 	}
@@ -220,14 +227,11 @@ func (c *Conductor) adopt(ctx context.Context, cl *magnum.Cluster, steps *stepTi
 	if err != nil {
 		return &permanentError{fmt.Errorf("rendering its rows: %w", err)}
 	}
-	mdLabels, err := rendered.Adopt(live)
+	labels, err := rendered.Adopt(live)
 	if err != nil {
 		return &permanentError{err}
 	}
 	steps.mark("render")
-	if err := c.kube.EnsureProjectNamespace(ctx, ns, cl.ProjectID.Or("")); err != nil {
-		return err
-	}
 	if err := c.ensureCertificateSecrets(ctx, cl, ns, name); err != nil {
 		return err
 	}
@@ -242,7 +246,7 @@ func (c *Conductor) adopt(ctx context.Context, cl *magnum.Cluster, steps *stepTi
 	if err := c.kube.Apply(ctx, rendered.ClassObjects...); err != nil {
 		return err
 	}
-	if err := c.kube.LabelMachineDeployments(ctx, ns, mdLabels); err != nil {
+	if err := c.kube.LabelObjects(ctx, ns, labels); err != nil {
 		return err
 	}
 	steps.mark("class")

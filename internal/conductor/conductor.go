@@ -85,6 +85,8 @@ type Conductor struct {
 	foreignNoted sync.Map
 	// adopted holds the clusters seen adopted from another driver (uuid → driver; drivers.go).
 	adopted sync.Map
+	// adoptionRunning serializes bridge_adoption_run (adoption.go).
+	adoptionRunning sync.Mutex
 }
 
 // New wires a conductor.

@@ -825,8 +825,8 @@ func (k *fakeKube) ReadLive(context.Context, string, string) (templates.LiveClus
 	return templates.LiveCluster{}, false, nil
 }
 
-func (k *fakeKube) LabelMachineDeployments(context.Context, string, map[string]map[string]string) error {
-	return errors.New("the fake management cluster holds no MachineDeployments")
+func (k *fakeKube) LabelObjects(context.Context, string, []templates.ObjectLabels) error {
+	return errors.New("the fake management cluster holds no other driver's objects")
 }
 
 func (k *fakeKube) RetireHelmRelease(context.Context, string, string, string) error { return nil }

@@ -133,8 +133,8 @@ type Kube interface {
 type Adopting interface {
 	// ReadLive reads the objects of a Cluster another driver built; found is false without it.
 	ReadLive(ctx context.Context, namespace, name string) (live templates.LiveCluster, found bool, err error)
-	// LabelMachineDeployments adds labels to MachineDeployments, by name.
-	LabelMachineDeployments(ctx context.Context, namespace string, labels map[string]map[string]string) error
+	// LabelObjects adds labels to objects of the namespace.
+	LabelObjects(ctx context.Context, namespace string, objs []templates.ObjectLabels) error
 	// RetireHelmRelease makes Helm forget a release without uninstalling what it installed.
 	RetireHelmRelease(ctx context.Context, namespace, release, clusterName string) error
 	// NamespaceManaged reports whether a namespace exists and is one of the bridge's.

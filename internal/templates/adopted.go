@@ -61,14 +61,23 @@ type LiveWorker struct {
 	Infrastructure    *unstructured.Unstructured // OpenStackMachineTemplate
 	// HealthCheck is the MachineHealthCheck named like the MachineDeployment (nil: none).
 	HealthCheck *unstructured.Unstructured
+	// MachineSets and Machines are the names of the MachineDeployment's.
+	MachineSets, Machines []string
+}
+
+// ObjectLabels are labels a live object needs before the topology is applied.
+type ObjectLabels struct {
+	APIVersion, Kind, Name string
+	Labels                 map[string]string
 }
 
 // Adopt turns a rendering of the cluster's rows into the rendering of the live cluster: its class
 // becomes a copy of the live objects (AdoptedClassName), its version, network and machine image
 // those it runs, and each live MachineDeployment the topology entry of its node group. It returns
-// the labels each live MachineDeployment needs before the topology is applied, by name, so that
-// Cluster API's topology controller takes it over instead of creating a new one.
-func (r *Rendered) Adopt(live LiveCluster) (map[string]map[string]string, error) {
+// the labels the live objects need before the topology is applied: Cluster API's topology
+// controller takes over only objects labelled as its own, and finds a MachineDeployment by its
+// topology name.
+func (r *Rendered) Adopt(live LiveCluster) ([]ObjectLabels, error) {
 	if r.Flavor != FlavorOpenStack {
 		return nil, fmt.Errorf("only OpenStack clusters can be adopted, not %s ones", r.Flavor)
 	}
@@ -111,7 +120,11 @@ func (r *Rendered) Adopt(live LiveCluster) (map[string]map[string]string, error)
 		AnnotationAdoptedFrom: live.Driver,
 		clusterv1.ClusterTopologyUnsafeUpdateClassNameAnnotation: "",
 	})
-	labels := map[string]map[string]string{}
+	owned := map[string]string{clusterv1.ClusterTopologyOwnedLabel: ""}
+	own := func(o *unstructured.Unstructured, extra map[string]string) ObjectLabels {
+		return ObjectLabels{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Labels: MergeLabels(owned, extra)}
+	}
+	labels := []ObjectLabels{own(live.InfrastructureCluster, nil), own(live.ControlPlane, nil), own(live.ControlPlaneMachines, nil)}
 	var workers []adoptedWorker
 	for i := range t.Workers.MachineDeployments {
 		md := &t.Workers.MachineDeployments[i]
@@ -132,9 +145,16 @@ func (r *Rendered) Adopt(live LiveCluster) (map[string]map[string]string, error)
 		md.HealthCheck = clusterv1.MachineDeploymentTopologyHealthCheck{}
 		md.FailureDomain, _, _ = unstructured.NestedString(w.MachineDeployment.Object, "spec", "template", "spec", "failureDomain")
 		workers = append(workers, adoptedWorker{class: md.Class, live: w})
-		labels[w.MachineDeployment.GetName()] = map[string]string{
-			clusterv1.ClusterTopologyOwnedLabel:                 "",
-			clusterv1.ClusterTopologyMachineDeploymentNameLabel: md.Name,
+		// The topology's selector is (cluster, owned, topology name): the MachineSets and Machines
+		// carry those labels before it is in force, or the MachineSets would count no machine and
+		// create new ones.
+		topologyName := map[string]string{clusterv1.ClusterTopologyMachineDeploymentNameLabel: md.Name}
+		labels = append(labels, own(w.MachineDeployment, topologyName), own(w.Bootstrap, nil), own(w.Infrastructure, nil))
+		for _, name := range w.MachineSets {
+			labels = append(labels, ObjectLabels{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: name, Labels: MergeLabels(owned, topologyName)})
+		}
+		for _, name := range w.Machines {
+			labels = append(labels, ObjectLabels{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, Labels: MergeLabels(owned, topologyName)})
 		}
 	}
 	for id, w := range byGroup {

@@ -56,6 +56,8 @@ func readLive(t *testing.T) templates.LiveCluster {
 		}
 	}
 	worker.NodeGroupUUID = "22222222-2222-2222-2222-222222222222" // templatestest's default worker
+	worker.MachineSets = []string{"k8s-demo-x2kq7mzpa4bt-default-worker-4wns6"}
+	worker.Machines = []string{"k8s-demo-x2kq7mzpa4bt-default-worker-4wns6-742fv", "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6-x2m6g"}
 	live.Workers = []templates.LiveWorker{worker}
 	return live
 }
@@ -78,8 +80,19 @@ func TestAdopt(t *testing.T) {
 	labels, err := r.Adopt(live)
 	require.NoError(t, err)
 	templates.CheckGolden(t, "openstack-adopted", templates.GoldenYAML(t, r))
-	require.Equal(t, map[string]map[string]string{"k8s-demo-x2kq7mzpa4bt-default-worker": {
-		clusterv1.ClusterTopologyOwnedLabel: "", clusterv1.ClusterTopologyMachineDeploymentNameLabel: "default-worker"}}, labels)
+	owned := map[string]string{clusterv1.ClusterTopologyOwnedLabel: ""}
+	topologyMember := map[string]string{clusterv1.ClusterTopologyOwnedLabel: "", clusterv1.ClusterTopologyMachineDeploymentNameLabel: "default-worker"}
+	require.Equal(t, []templates.ObjectLabels{
+		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackCluster", Name: "k8s-demo-x2kq7mzpa4bt", Labels: owned},
+		{APIVersion: templates.ControlPlaneGroupVersion, Kind: "KubeadmControlPlane", Name: "k8s-demo-x2kq7mzpa4bt-control-plane", Labels: owned},
+		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackMachineTemplate", Name: "k8s-demo-x2kq7mzpa4bt-control-plane", Labels: owned},
+		{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: topologyMember},
+		{APIVersion: templates.BootstrapGroupVersion, Kind: "KubeadmConfigTemplate", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: owned},
+		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackMachineTemplate", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: owned},
+		{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6", Labels: topologyMember},
+		{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6-742fv", Labels: topologyMember},
+		{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6-x2m6g", Labels: topologyMember},
+	}, labels, "Cluster API's topology controller takes over only objects labelled as its own; its MachineDeployment selector must match the machines")
 	require.Equal(t, "k8s-demo-x2kq7mzpa4bt-adopted", r.ClassName)
 	require.Equal(t, "v1.35.2", r.Version, "the control plane's version, not the template's")
 	require.Empty(t, r.ServerGroups, "the copied machines name no server group")
