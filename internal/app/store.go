@@ -162,6 +162,9 @@ func (s store) UpdateNodeGroup(ctx context.Context, uuid string, u conductor.Nod
 	if u.StackID != nil {
 		set["stack_id"] = *u.StackID
 	}
+	if u.ImageID != nil {
+		set["image_id"] = *u.ImageID
+	}
 	if len(set) == 0 {
 		return nil
 	}

@@ -136,10 +136,14 @@ func fromField(u *unstructured.Unstructured, into any, fields ...string) error {
 	return json.Unmarshal(raw, into)
 }
 
-// LabelObjects adds labels to objects of the namespace.
+// LabelObjects adds labels to objects of the namespace (and drops their field managers when told).
 func (c *Client) LabelObjects(ctx context.Context, namespace string, objs []templates.ObjectLabels) error {
 	for _, o := range objs {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": o.Labels}})
+		meta := map[string]any{"labels": o.Labels}
+		if o.Disown {
+			meta["managedFields"] = []any{map[string]any{}} // the apiserver's way to drop every manager
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": meta})
 		if err != nil {
 			return err
 		}

@@ -298,7 +298,7 @@ func (c *Conductor) adoptCredential(ctx context.Context, cl *magnum.Cluster, ns,
 	}
 	ref, err := chartCredential(data[cloudsYAMLKey])
 	if err != nil {
-		return &permanentError{fmt.Errorf("Secret %s/%s: %w", ns, capiHelmCredentialSecret(name), err)}
+		return &permanentError{fmt.Errorf("the credential Secret %s/%s: %w", ns, capiHelmCredentialSecret(name), err)}
 	}
 	if ref.UserID == "" {
 		ref.UserID = cl.UserID.Or("")

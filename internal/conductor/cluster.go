@@ -326,9 +326,11 @@ func (c *Conductor) applyCluster(ctx context.Context, cl *magnum.Cluster, caller
 	steps.mark("class")
 	// The Cluster and its add-on set at once: CAPI's ClusterResourceSet controller binds whichever
 	// comes second, and a failed half is applied again, with the other, by the retry.
-	// An adopted cluster keeps the add-ons its old driver installed: the bridge's would be a second
-	// network plugin and cloud controller manager.
-	nameAddonSet(rendered)
+	// An adopted cluster keeps the add-ons its old driver installed (the bridge's would be a second
+	// network plugin and cloud controller manager): it names no add-on set to wait for.
+	if !adopted {
+		nameAddonSet(rendered)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.kube.Apply(gctx, rendered.Cluster) })
 	g.Go(func() error {

@@ -109,3 +109,26 @@ func TestRenderInputNodesAndUpgrade(t *testing.T) {
 	require.Equal(t, u, in.Upgrade)
 	require.True(t, in.UpgradeCovers(in.NodeGroups[0]))
 }
+
+// An upgrade moves the groups it covers from the old template's image to the new one's; a group
+// created with an image of its own keeps it, and so does a group the upgrade does not cover.
+func TestUpgradedImages(t *testing.T) {
+	old, target := &magnum.ClusterTemplate{}, &magnum.ClusterTemplate{}
+	old.ImageID.Set("ubuntu-2404-kube-v1.35.4")
+	target.ImageID.Set("ubuntu-2404-kube-v1.36.3")
+	group := func(id, image string, isDefault bool) templates.NodeGroup {
+		return templates.NodeGroup{UUID: id, Name: id, Role: "worker", ImageID: image, IsDefault: isDefault}
+	}
+	in := templates.Input{NodeGroups: []templates.NodeGroup{
+		{UUID: "m", Name: "m", Role: "master", ImageID: "ubuntu-2404-kube-v1.35.4", IsDefault: true},
+		group("w", "ubuntu-2404-kube-v1.35.4", true), group("gpu", "gpu-image", false), group("unset", "", false),
+	}, Upgrade: &templates.Upgrade{MaxBatchSize: 1}}
+	moved := upgradedImages(in, old, target)
+	require.Equal(t, map[string]string{"m": "ubuntu-2404-kube-v1.36.3", "w": "ubuntu-2404-kube-v1.36.3", "unset": "ubuntu-2404-kube-v1.36.3"}, moved)
+	require.Equal(t, "gpu-image", in.NodeGroups[2].ImageID)
+	require.Equal(t, "ubuntu-2404-kube-v1.36.3", in.NodeGroups[1].ImageID, "the rendering sees the moved image")
+
+	in.NodeGroups[1].ImageID = "ubuntu-2404-kube-v1.35.4"
+	in.Upgrade.NodeGroup = "gpu" // an upgrade of one non-default group covers only it
+	require.Empty(t, upgradedImages(in, old, target))
+}

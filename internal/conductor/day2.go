@@ -405,6 +405,7 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		return nil, rpc.Retry(err)
 	}
 	in := c.renderInput(&planned, target, groups, upgrade)
+	images := upgradedImages(in, current, target)
 	if in.Cluster.AdoptedName, err = c.adoptedName(ctx, cl); err != nil {
 		return nil, rpc.Retry(err)
 	}
@@ -434,13 +435,36 @@ func (c *Conductor) ClusterUpgrade(ctx context.Context, req *rpc.Request) (any, 
 		if !in.UpgradeCovers(g) {
 			continue
 		}
-		if err := c.store.UpdateNodeGroup(ctx, g.UUID, NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}); err != nil {
+		u := NodeGroupUpdate{ClusterUUID: id, Status: &st, StatusReason: &empty}
+		if image, ok := images[g.UUID]; ok {
+			u.ImageID = &image
+		}
+		if err := c.store.UpdateNodeGroup(ctx, g.UUID, u); err != nil {
 			return nil, rpc.Retry(err)
 		}
 	}
 	tid := target.UUID.Or("")
 	c.ops.setUpgrade(id, upgrade) // the rollout settings reach the driver's apply
 	return nil, c.startUpdate(ctx, cl, ClusterUpdate{TemplateID: &tid, Labels: labels})
+}
+
+// upgradedImages moves the node groups an upgrade covers from the old template's image to the new
+// one's (in the input, and returned by group uuid for the rows): a group made with the template's
+// image follows the template, one given its own image at create keeps it.
+func upgradedImages(in templates.Input, current, target *magnum.ClusterTemplate) map[string]string {
+	oldImage, newImage := "", target.ImageID.Or("")
+	if current != nil {
+		oldImage = current.ImageID.Or("")
+	}
+	moved := map[string]string{}
+	for i := range in.NodeGroups {
+		g := &in.NodeGroups[i]
+		if newImage != "" && g.ImageID != newImage && (g.ImageID == "" || g.ImageID == oldImage) && in.UpgradeCovers(*g) {
+			g.ImageID = newImage
+			moved[g.UUID] = newImage
+		}
+	}
+	return moved
 }
 
 func templateLabels(t *magnum.ClusterTemplate) map[string]string {

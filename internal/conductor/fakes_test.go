@@ -254,6 +254,9 @@ func (s *fakeStore) UpdateNodeGroup(_ context.Context, id string, u NodeGroupUpd
 	if u.NodeAddresses != nil {
 		g.NodeAddresses.Set(u.NodeAddresses)
 	}
+	if u.ImageID != nil {
+		g.ImageID.Set(*u.ImageID)
+	}
 	s.groups[id] = g
 	return nil
 }

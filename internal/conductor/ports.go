@@ -45,7 +45,9 @@ type NodeGroupUpdate struct {
 	NodeCount     *int64
 	NodeAddresses []string
 	StackID       *string
-	OnlyIfStatus  []magnum.ClusterStatus
+	// ImageID moves the group to another Glance image (an upgrade to a template with another image).
+	ImageID      *string
+	OnlyIfStatus []magnum.ClusterStatus
 }
 
 // Store is what the conductor needs of Magnum's database (implemented by internal/magnum/db).

@@ -69,6 +69,11 @@ type LiveWorker struct {
 type ObjectLabels struct {
 	APIVersion, Kind, Name string
 	Labels                 map[string]string
+	// Disown drops the object's field managers, so that the topology becomes the one owner of
+	// what it sets. Server-side apply removes only fields no manager owns any more: without it a
+	// machine template's image, set by id by the old driver, would keep its id next to the name
+	// filter an upgrade sets, which CAPO refuses.
+	Disown bool
 }
 
 // Adopt turns a rendering of the cluster's rows into the rendering of the live cluster: its class
@@ -124,7 +129,8 @@ func (r *Rendered) Adopt(live LiveCluster) ([]ObjectLabels, error) {
 	own := func(o *unstructured.Unstructured, extra map[string]string) ObjectLabels {
 		return ObjectLabels{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Labels: MergeLabels(owned, extra)}
 	}
-	labels := []ObjectLabels{own(live.InfrastructureCluster, nil), own(live.ControlPlane, nil), own(live.ControlPlaneMachines, nil)}
+	disowned := func(o ObjectLabels) ObjectLabels { o.Disown = true; return o }
+	labels := []ObjectLabels{own(live.InfrastructureCluster, nil), own(live.ControlPlane, nil), disowned(own(live.ControlPlaneMachines, nil))}
 	var workers []adoptedWorker
 	for i := range t.Workers.MachineDeployments {
 		md := &t.Workers.MachineDeployments[i]
@@ -149,7 +155,7 @@ func (r *Rendered) Adopt(live LiveCluster) ([]ObjectLabels, error) {
 		// carry those labels before it is in force, or the MachineSets would count no machine and
 		// create new ones.
 		topologyName := map[string]string{clusterv1.ClusterTopologyMachineDeploymentNameLabel: md.Name}
-		labels = append(labels, own(w.MachineDeployment, topologyName), own(w.Bootstrap, nil), own(w.Infrastructure, nil))
+		labels = append(labels, own(w.MachineDeployment, topologyName), own(w.Bootstrap, nil), disowned(own(w.Infrastructure, nil)))
 		for _, name := range w.MachineSets {
 			labels = append(labels, ObjectLabels{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: name, Labels: MergeLabels(owned, topologyName)})
 		}

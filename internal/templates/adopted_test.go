@@ -85,10 +85,10 @@ func TestAdopt(t *testing.T) {
 	require.Equal(t, []templates.ObjectLabels{
 		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackCluster", Name: "k8s-demo-x2kq7mzpa4bt", Labels: owned},
 		{APIVersion: templates.ControlPlaneGroupVersion, Kind: "KubeadmControlPlane", Name: "k8s-demo-x2kq7mzpa4bt-control-plane", Labels: owned},
-		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackMachineTemplate", Name: "k8s-demo-x2kq7mzpa4bt-control-plane", Labels: owned},
+		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackMachineTemplate", Name: "k8s-demo-x2kq7mzpa4bt-control-plane", Labels: owned, Disown: true},
 		{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: topologyMember},
 		{APIVersion: templates.BootstrapGroupVersion, Kind: "KubeadmConfigTemplate", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: owned},
-		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackMachineTemplate", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: owned},
+		{APIVersion: templates.CAPOGroupVersion, Kind: "OpenStackMachineTemplate", Name: "k8s-demo-x2kq7mzpa4bt-default-worker", Labels: owned, Disown: true},
 		{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineSet", Name: "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6", Labels: topologyMember},
 		{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6-742fv", Labels: topologyMember},
 		{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "k8s-demo-x2kq7mzpa4bt-default-worker-4wns6-x2m6g", Labels: topologyMember},
