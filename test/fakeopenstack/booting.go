@@ -51,6 +51,9 @@ func (b *booting) start(id, name, userData string, image Image) {
 		b.log.Warn("server boots, but its user data makes no node", "server", id, "name", name, "error", err)
 		return
 	}
+	// The kubelet is the image's: a machine of an upgrade, booted from the new image, reports the
+	// new version while the cluster's version is still the init's.
+	node.KubeletVersion = image.Properties["kube_version"]
 	ctx, cancel := context.WithCancel(context.Background())
 	b.mu.Lock()
 	b.running[id] = cancel

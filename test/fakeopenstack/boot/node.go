@@ -6,6 +6,7 @@ package boot
 // control plane provider to see the static pods and the etcd members, and for CABPK to join nodes.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,7 @@ func (w *Workloads) Boot(ctx context.Context, serverID string, n *Node) error {
 	if err != nil {
 		return err
 	}
-	controlPlane, version := n.Role != RoleJoinWorker, w.version(n.Endpoint)
+	controlPlane, version := n.Role != RoleJoinWorker, cmp.Or(n.KubeletVersion, w.version(n.Endpoint))
 	if err := createAll(ctx, c, nodeObject(n, controlPlane, version)); err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type Node struct {
 	Token string
 	// KubernetesVersion is the init's ClusterConfiguration version ("" for joins).
 	KubernetesVersion string
+	// KubeletVersion is the version the server's image runs (its kube_version property), which its
+	// Node reports; "" leaves it to the cluster's (the init's) version.
+	KubeletVersion string
 	// Labels and Taints are what the kubelet registers the Node with (taints as key[=value]:effect).
 	Labels map[string]string
 	Taints []string
