@@ -1,14 +1,17 @@
 package peer
 
 import (
-	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,29 +51,49 @@ users:
 	}
 }
 
-func sideBroker(b *testing.B) (*rpctest.Broker, string) {
-	br := rpctest.NewVhost(b)
+func sideBroker(tb testing.TB) (*rpctest.Broker, string) {
+	br := rpctest.NewVhost(tb)
 	return br, fmt.Sprintf("rabbit://%s:%s@%s:%d/%s", br.User, br.Password, br.Host, br.Port, br.Vhost)
 }
 
 // startBridge runs the bridge binary as the newest stack's bridge is configured (magnum.conf of the
 // chroot, then its own file), but with its own vhost, database, namespace prefix and the OpenStack
 // flavor on the simulator, so both conductors build the same kind of cluster.
-func (e *benchEnv) startBridge(b *testing.B) *side {
-	ctx := context.Background()
+func (e *benchEnv) startBridge(tb testing.TB) *side {
 	prefix := "mcbpb" + rpctest.RandomSuffix()[:5] + "-"
-	dbURL, db, tmpl := newSideDB(b, "")
-	_, transport := sideBroker(b)
+	dbURL, db, tmpl := newSideDB(tb, "")
+	_, transport := sideBroker(tb)
+	e.cleanupClustersAtEnd(tb, prefix)
+	return e.startBridgeWith(tb, bridgeSetup{dbURL: dbURL, transportURL: transport, db: db, template: tmpl, namespacePrefix: prefix})
+}
+
+// bridgeSetup is where a bridge runs: its database and vhost (db and template are the side's view
+// of them), its namespace prefix, and magnum-capi-helm's (for the adoption plan; "" for none).
+type bridgeSetup struct {
+	dbURL, transportURL     string
+	db                      *sql.DB
+	template                string
+	namespacePrefix         string
+	capiHelmNamespacePrefix string
+}
+
+// startBridgeWith starts a bridge as startBridge does, on the setup's database and vhost.
+func (e *benchEnv) startBridgeWith(tb testing.TB, setup bridgeSetup) *side {
 	upstream, err := clientcmd.BuildConfigFromFlags("", filepath.Join(mgmtState, "bridge.kubeconfig"))
 	if err != nil {
-		b.Fatalf("the bridge's kubeconfig (make up): %v", err)
+		tb.Fatalf("the bridge's kubeconfig (make up): %v", err)
 	}
-	proxy := startCountingProxy(b, e.ca, upstream)
-	kubeconfig := filepath.Join(e.dir, "bridge.kubeconfig")
-	e.proxyKubeconfig(b, kubeconfig, proxy.URL, false)
-	metrics := testutil.FreeAddr(b)
-	conf := filepath.Join(e.dir, "bridge.conf")
-	writeConf(b, conf, fmt.Sprintf(`[DEFAULT]
+	proxy := startCountingProxy(tb, e.ca, upstream)
+	dir := tb.TempDir()
+	kubeconfig := filepath.Join(dir, "bridge.kubeconfig")
+	e.proxyKubeconfig(tb, kubeconfig, proxy.URL, false)
+	metrics := testutil.FreeAddr(tb)
+	conf := filepath.Join(dir, "bridge.conf")
+	capiHelm := ""
+	if setup.capiHelmNamespacePrefix != "" {
+		capiHelm = "\n[capi_helm]\nnamespace_prefix = " + setup.capiHelmNamespacePrefix + "\n"
+	}
+	writeConf(tb, conf, fmt.Sprintf(`[DEFAULT]
 transport_url = %s
 host = mcb-bench-bridge
 
@@ -89,54 +112,66 @@ magnum_release = 23
 metrics_bind = %s
 log_format = json
 leader_election = false
-`, transport, dbURL, kubeconfig, prefix, metrics))
+%s`, setup.transportURL, setup.dbURL, kubeconfig, setup.namespacePrefix, metrics, capiHelm))
 	magnumConf := filepath.Join(chroot, "etc/magnum/magnum.conf")
 	opts, err := app.LoadOptions(magnumConf, conf)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	rc, err := rpc.NewClient(opts.RPC)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	bin := filepath.Join(e.root, "bin", "magnum-capi-bridge")
-	testutil.GoBuild(b, "./cmd/magnum-capi-bridge", bin)
+	testutil.GoBuild(tb, "./cmd/magnum-capi-bridge", bin)
 	cmd := exec.Command(bin, "--config-file", magnumConf, "--config-file", conf)
-	logPath := filepath.Join(e.dir, "bridge.log")
-	startProcess(b, cmd, logPath)
-	waitHTTP(b, "http://"+metrics+"/readyz", 2*time.Minute, logPath)
-	fmt.Printf("# bridge up (pid %d, prefix %s, log %s)\n", cmd.Process.Pid, prefix, logPath)
-	return &side{name: "bridge", rpc: rc, db: db, template: tmpl, proxy: proxy,
+	logPath := filepath.Join(dir, "bridge.log")
+	startProcess(tb, cmd, logPath)
+	waitHTTP(tb, "http://"+metrics+"/readyz", 2*time.Minute, logPath)
+	fmt.Printf("# bridge up (pid %d, prefix %s, log %s)\n", cmd.Process.Pid, setup.namespacePrefix, logPath)
+	s := &side{name: "bridge", rpc: rc, db: setup.db, template: setup.template, proxy: proxy, dbURL: setup.dbURL,
+		transportURL: setup.transportURL, namespacePrefix: setup.namespacePrefix, logPath: logPath,
 		pids: func() []int { return []int{cmd.Process.Pid} },
-		stop: func() {
+		stop: sync.OnceFunc(func() {
 			stopGroup(cmd, 30*time.Second)
 			_ = rc.Close()
-			e.cleanupNamespaces(ctx, prefix)
 			keepLog(logPath, "bridge")
-		}}
+		})}
+	// kill is a crash: no graceful stop, unacknowledged messages go back to the queue.
+	s.kill = sync.OnceFunc(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		_ = rc.Close()
+		keepLog(logPath, "bridge-killed")
+	})
+	tb.Cleanup(s.stop)
+	return s
 }
 
 // startPeer runs the real magnum-conductor 23.0.0 of the chroot with magnum-capi-helm
-// (deploy/local/peer-up.sh installed it, helm and the chart), the way a real deployment runs it:
-// magnum.conf of the chroot, then a file of its own; a clean environment (requests would
-// prefer REQUESTS_CA_BUNDLE over the kubeconfig's CA).
-func (e *benchEnv) startPeer(b *testing.B) *side {
-	ctx := context.Background()
-	if _, err := os.Stat(filepath.Join(chroot, peerChartInRoot)); err != nil {
-		b.Fatalf("the peer's chart is missing (deploy/local/peer-up.sh): %v", err)
+// (deploy/local/peer-up.sh installed it and helm), the way a real deployment runs it: magnum.conf
+// of the chroot, then a file of its own; a clean environment (requests would prefer
+// REQUESTS_CA_BUNDLE over the kubeconfig's CA). Its chart is test/peer/standin-chart of this
+// checkout, packaged for the run.
+func (e *benchEnv) startPeer(tb testing.TB) *side {
+	if _, err := os.Stat(filepath.Join(chroot, peerDriverPath)); err != nil {
+		tb.Fatalf("the peer's driver is missing (deploy/local/peer-up.sh): %v", err)
 	}
+	// Its namespaces are <prefix>-<project>: the prefix takes no dash of its own.
 	prefix := "mcbpp" + rpctest.RandomSuffix()[:5]
-	dbURL, db, tmpl := newSideDB(b, "k8s_capi_helm_v1")
-	_, transport := sideBroker(b)
+	dbURL, db, tmpl := newSideDB(tb, "k8s_capi_helm_v1")
+	_, transport := sideBroker(tb)
+	e.cleanupClustersAtEnd(tb, prefix+"-")
+	chart := packageStandinChart(tb, e.root)
 	upstream := rest.CopyConfig(e.admin)
-	proxy := startCountingProxy(b, e.ca, upstream)
+	proxy := startCountingProxy(tb, e.ca, upstream)
 	etcDir := filepath.Join(chroot, "etc/magnum")
-	kubeconfig := "/etc/magnum/mcb-bench-peer.kubeconfig"
-	e.proxyKubeconfig(b, filepath.Join(chroot, kubeconfig), proxy.URL, true)
-	logInRoot := "/var/log/magnum/mcb-bench-peer.log"
-	_ = os.Remove(filepath.Join(chroot, logInRoot))
-	conf := "/etc/magnum/mcb-bench-peer.conf"
-	writeConf(b, filepath.Join(chroot, conf), fmt.Sprintf(`[DEFAULT]
+	// Files of its own in the chroot: another test's peer may run at the same time.
+	kubeconfig := "/etc/magnum/mcb-peer-" + prefix + ".kubeconfig"
+	e.proxyKubeconfig(tb, filepath.Join(chroot, kubeconfig), proxy.URL, true)
+	logInRoot := "/var/log/magnum/mcb-peer-" + prefix + ".log"
+	conf := "/etc/magnum/mcb-peer-" + prefix + ".conf"
+	writeConf(tb, filepath.Join(chroot, conf), fmt.Sprintf(`[DEFAULT]
 transport_url = %s
 host = mcb-bench-peer
 debug = False
@@ -154,26 +189,38 @@ helm_chart_repo =
 helm_chart_name = %s
 default_helm_chart_version = 0.27.0
 namespace_prefix = %s
-`, transport, logInRoot, dbURL, kubeconfig, peerChartInRoot, prefix))
-	b.Cleanup(func() {
+`, transport, logInRoot, dbURL, kubeconfig, chart, prefix))
+	tb.Cleanup(func() {
 		_ = os.Remove(filepath.Join(chroot, conf))
 		_ = os.Remove(filepath.Join(chroot, kubeconfig))
+		if !tb.Failed() {
+			_ = os.Remove(filepath.Join(chroot, logInRoot))
+		}
 	})
 	opts, err := app.LoadOptions(filepath.Join(etcDir, "magnum.conf"), filepath.Join(chroot, conf))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	rc, err := rpc.NewClient(opts.RPC)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	home := "/var/lib/magnum-peer/home"
 	_ = os.MkdirAll(filepath.Join(chroot, home), 0o700)
 	// The driver lives outside the chroot's site-packages (deploy/local/peer-up.sh): only the peer sees it.
 	cmd := exec.Command("chroot", chroot, "/usr/bin/env", "-i", "HOME="+home, "LANG=C.UTF-8",
 		"PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONPATH="+peerDriverPath, peerConductorBin, "--config-file", "/etc/magnum/magnum.conf", "--config-file", conf)
-	logPath := filepath.Join(e.dir, "peer.out")
-	startProcess(b, cmd, logPath)
+	logPath := filepath.Join(e.dir, "peer-"+prefix+".out")
+	startProcess(tb, cmd, logPath)
+	s := &side{name: "peer", rpc: rc, db: db, template: tmpl, proxy: proxy, dbURL: dbURL, transportURL: transport,
+		namespacePrefix: prefix, logPath: filepath.Join(chroot, logInRoot), pids: func() []int { return []int{cmd.Process.Pid} },
+		stop: sync.OnceFunc(func() {
+			// oslo.service's graceful stop waits up to 60 s; the reference killed it too.
+			stopGroup(cmd, 5*time.Second)
+			_ = rc.Close()
+			keepLog(filepath.Join(chroot, logInRoot), "peer")
+		})}
+	tb.Cleanup(s.stop)
 	// Ready when its RPC server consumes: magnum_service row of its host, written at start.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -183,21 +230,45 @@ namespace_prefix = %s
 			break
 		}
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
-			b.Fatalf("the peer conductor did not register within 2 min; its log:\n%s", tail(filepath.Join(chroot, logInRoot), 30)+tail(logPath, 30))
+			tb.Fatalf("the peer conductor did not register within 2 min; its log:\n%s", tail(filepath.Join(chroot, logInRoot), 30)+tail(logPath, 30))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second) // its workers fork after the service row
 	fmt.Printf("# peer up (pid %d, prefix %s, log %s)\n", cmd.Process.Pid, prefix, filepath.Join(chroot, logInRoot))
-	return &side{name: "peer", rpc: rc, db: db, template: tmpl, proxy: proxy,
-		pids: func() []int { return []int{cmd.Process.Pid} },
-		stop: func() {
-			// oslo.service's graceful stop waits up to 60 s; the reference killed it too.
-			stopGroup(cmd, 5*time.Second)
-			_ = rc.Close()
-			e.cleanupNamespaces(ctx, prefix)
-			keepLog(filepath.Join(chroot, logInRoot), "peer")
-		}}
+	return s
+}
+
+// capiHelmNamespace is where magnum-capi-helm puts a project's clusters: the namespace prefix, a
+// dash, the project id without anything but [a-z0-9].
+func capiHelmNamespace(prefix, projectID string) string {
+	return prefix + "-" + regexp.MustCompile("[^a-z0-9]").ReplaceAllString(strings.ToLower(projectID), "")
+}
+
+// packageStandinChart packages standin-chart with the chroot's helm into a directory of the run
+// inside the chroot, and returns the package's path as the peer sees it.
+func packageStandinChart(tb testing.TB, root string) string {
+	helm := filepath.Join(chroot, "usr/local/bin/helm")
+	if _, err := os.Stat(helm); err != nil {
+		tb.Fatalf("no helm in the chroot (deploy/local/peer-up.sh): %v", err)
+	}
+	inRoot := "/var/lib/magnum-peer/run-" + rpctest.RandomSuffix()
+	dir := filepath.Join(chroot, inRoot)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	home := tb.TempDir()
+	cmd := exec.Command(helm, "package", filepath.Join(root, "test/peer/standin-chart"), "-d", dir)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("helm package standin-chart: %v: %s", err, out)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "openstack-cluster-*.tgz"))
+	if len(matches) != 1 {
+		tb.Fatalf("helm package standin-chart: want one package in %s, found %v", dir, matches)
+	}
+	return filepath.Join(inRoot, filepath.Base(matches[0]))
 }
 
 func writeConf(tb testing.TB, path, content string) {

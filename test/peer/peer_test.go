@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,7 +42,6 @@ const (
 	chroot           = "/srv/magnum-forky"
 	mgmtState        = "/var/lib/magnum-capi-bridge/mgmt"
 	keystoneURL      = "http://127.0.0.1:5000/v3"
-	peerChartInRoot  = "/var/lib/magnum-peer/openstack-cluster-0.27.0.tgz"
 	peerConductorBin = "/usr/bin/magnum-conductor"
 	peerDriverPath   = "/opt/magnum-peer/usr/lib/python3/dist-packages"
 	// The image of the fake's seed with os_distro ubuntu and kube_version v1.36.3 (both drivers read them).
@@ -131,37 +129,50 @@ type benchEnv struct {
 	events *clusterEvents
 }
 
-func newBenchEnv(b *testing.B) *benchEnv {
+func newBenchEnv(tb testing.TB) *benchEnv {
 	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	e := &benchEnv{root: testutil.RepoRoot(), dir: b.TempDir(), ca: newTestCA(b)}
+	tb.Cleanup(cancel)
+	e := &benchEnv{root: testutil.RepoRoot(), dir: tb.TempDir(), ca: newTestCA(tb)}
 	var err error
 	if e.admin, err = clientcmd.BuildConfigFromFlags("", filepath.Join(mgmtState, "admin.kubeconfig")); err != nil {
-		b.Fatalf("the management cluster's admin kubeconfig (make up): %v", err)
+		tb.Fatalf("the management cluster's admin kubeconfig (make up): %v", err)
 	}
 	scheme, err := capi.NewScheme()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if e.kube, err = client.NewWithWatch(e.admin, client.Options{Scheme: scheme}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	e.events = watchClusters(ctx, b, e.kube)
+	e.events = watchClusters(ctx, tb, e.kube)
 	if e.token, err = tenantToken(); err != nil {
-		b.Fatalf("a token of %s from Keystone (make up): %v", tenantName, err)
+		tb.Fatalf("a token of %s from Keystone (make up): %v", tenantName, err)
 	}
 	return e
 }
 
-// side is one conductor under test, with what the harness needs to drive and measure it.
+// side is one conductor under test, with what the harness needs to drive and measure it, and
+// what another conductor needs to take its place on the same database and vhost.
 type side struct {
 	name     string
 	rpc      *rpc.Client
 	db       *sql.DB
-	template string
+	template string // uuid of the cluster template its clusters are made from
 	proxy    *countingProxy
 	pids     func() []int // the processes whose memory counts
-	stop     func()
+	logPath  string       // the conductor's log
+	// dbURL is the database in SQLAlchemy form ([database] connection), as dbtest gives it.
+	dbURL string
+	// transportURL is the RabbitMQ vhost, rabbit://user:password@host:port/vhost ([DEFAULT] transport_url).
+	transportURL string
+	// namespacePrefix is the conductor's namespace prefix: the peer's [capi_helm] namespace_prefix
+	// (its namespaces are <prefix>-<project>, capiHelmNamespace), the bridge's [bridge] namespace_prefix.
+	namespacePrefix string
+	// stop ends the conductor and closes rpc; idempotent. The database, the vhost and the namespaces
+	// (with the clusters in them) stay until the test's cleanup, for another conductor to take over.
+	stop func()
+	// kill ends the conductor as a crash would (the bridge's only; nil for the peer).
+	kill func()
 }
 
 type sideResult struct {
@@ -178,7 +189,7 @@ type sideResult struct {
 
 // run is the sequence both sides get: an idle window, N creates one at a time (each waits for its
 // CAPI Cluster), an idle window with the N clusters, then N deletes at once.
-func (e *benchEnv) run(b *testing.B, cfg benchConfig, s *side) *sideResult {
+func (e *benchEnv) run(b testing.TB, cfg benchConfig, s *side) *sideResult {
 	ctx := context.Background()
 	r := &sideResult{}
 	fmt.Printf("# %s: idle window %s\n", s.name, cfg.idle)
@@ -508,20 +519,21 @@ func (t *keystoneToken) context() *rpc.Context {
 		UserIdentity: t.userID + " " + t.projectID + " - default -"}
 }
 
-// newSideDB makes a database with Magnum 23's schema and a template for the side's conductor.
-func newSideDB(b *testing.B, driver string) (string, *sql.DB, string) {
-	url := dbtest.NewMySQL(b, dbtest.Release23)
+// newSideDB makes a database with Magnum 23's schema and a template for the side's conductor; it
+// returns the database's SQLAlchemy URL, a connection and the template's uuid.
+func newSideDB(tb testing.TB, driver string) (string, *sql.DB, string) {
+	url := dbtest.NewMySQL(tb, dbtest.Release23)
 	db, err := sql.Open("mysql", dsnOf(url))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = db.Close() })
+	tb.Cleanup(func() { _ = db.Close() })
 	tmpl := uuid.NewString()
 	if _, err := db.Exec("INSERT INTO cluster_template (uuid, name, coe, public, server_type, image_id, project_id, user_id, "+
 		"flavor_id, master_flavor_id, keypair_id, external_network_id, network_driver, driver, labels, tls_disabled, "+
 		"registry_enabled, master_lb_enabled, floating_ip_enabled, hidden) VALUES (?, 'bench-peer', 'kubernetes', 1, 'vm', ?, "+
 		"'admin', 'admin', 'm1.medium', 'm1.medium', 'default', 'public', 'calico', ?, '{}', 0, 0, 0, 1, 0)", tmpl, imageID, driver); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return url, db, tmpl
 }
@@ -536,17 +548,17 @@ func dsnOf(u string) string {
 }
 
 // startProcess runs cmd with its output in logPath; it dies with the harness (Pdeathsig).
-func startProcess(b *testing.B, cmd *exec.Cmd, logPath string) {
+func startProcess(tb testing.TB, cmd *exec.Cmd, logPath string) {
 	logf, err := os.Create(logPath)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = logf.Close() })
+	tb.Cleanup(func() { _ = logf.Close() })
 }
 
 // stopGroup ends the process group of cmd: TERM, then KILL after grace.
@@ -562,18 +574,5 @@ func stopGroup(cmd *exec.Cmd, grace time.Duration) {
 	case <-time.After(grace):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
-	}
-}
-
-// cleanupNamespaces deletes the namespaces a side's prefix made (what its deletes left: Secrets).
-func (e *benchEnv) cleanupNamespaces(ctx context.Context, prefix string) {
-	var list corev1.NamespaceList
-	if err := e.kube.List(ctx, &list); err != nil {
-		return
-	}
-	for i := range list.Items {
-		if strings.HasPrefix(list.Items[i].Name, prefix) {
-			_ = e.kube.Delete(ctx, &list.Items[i])
-		}
 	}
 }
