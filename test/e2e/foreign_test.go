@@ -73,9 +73,10 @@ func TestAHeatClusterIsLeftAlone(t *testing.T) {
 // TestAdoptionPlanIsADryRun: `magnum-capi-bridge adoption plan` against the running bridge lists,
 // for every cluster of the database, what the bridge would do with it and why: a Heat-shaped row is
 // left alone; a magnum-capi-helm-shaped row whose Helm release's Cluster (no ClusterClass, as that
-// driver's chart makes it) is in the management cluster where that driver puts it would be adopted;
-// the bridge's own clusters are its own. Nothing changes. The rows belong to a project of the
-// test's own, whose namespace no bridge made (the bridge may not write a namespace it did not make).
+// driver's chart makes it) is in the management cluster where that driver puts it would be adopted
+// once the operator hands its namespace over (the plan says how; the bridge writes in no namespace
+// of another's); the bridge's own clusters are its own. Nothing changes. The rows belong to a project
+// of the test's own, whose namespace no bridge made.
 func TestAdoptionPlanIsADryRun(t *testing.T) {
 	requireStack(t)
 	t.Parallel()
@@ -116,21 +117,31 @@ func TestAdoptionPlanIsADryRun(t *testing.T) {
 
 	bin := filepath.Join(repoRoot(t), "bin/magnum-capi-bridge")
 	args := []string{"--config-file", magnumConf, "--config-file", filepath.Join(testutil.Env("MCB_ETC_DIR", "/etc/magnum-capi-bridge"), "bridge.conf"), "adoption", "plan"}
-	var entries []adoption.Entry
-	require.NoError(t, json.Unmarshal([]byte(commandOutput(t, repoRoot(t), bin, append(args, "--json")...)), &entries))
-	byUUID := map[string]adoption.Entry{}
-	for _, e := range entries {
-		byUUID[e.UUID] = e
-		if e.Driver == templates.DriverBridge {
-			require.Equal(t, adoption.Own, e.Action, "%+v", e)
+	plan := func() map[string]adoption.Entry {
+		var entries []adoption.Entry
+		require.NoError(t, json.Unmarshal([]byte(commandOutput(t, repoRoot(t), bin, append(args, "--json")...)), &entries))
+		byUUID := map[string]adoption.Entry{}
+		for _, e := range entries {
+			byUUID[e.UUID] = e
+			if e.Driver == templates.DriverBridge {
+				require.Equal(t, adoption.Own, e.Action, "%+v", e)
+			}
 		}
+		return byUUID
 	}
+	byUUID := plan()
 	require.Equal(t, adoption.Leave, byUUID[heat].Action, "%+v", byUUID[heat])
 	require.Equal(t, templates.DriverHeat, byUUID[heat].Driver)
+	// The namespace is magnum-capi-helm's, not the bridge's: the plan says how to hand it over.
 	e := byUUID[helm]
+	require.Equal(t, adoption.Refuse, e.Action, "%+v", e)
+	require.Contains(t, e.Why, "`kubectl label namespace "+ns+" app.kubernetes.io/managed-by=magnum-capi-bridge magnum.openstack.org/project-id="+owner.ProjectID+"`")
+	out, err = kubectl(t, mgmtKubeconfig, "label", "namespace", ns, "app.kubernetes.io/managed-by=magnum-capi-bridge", "magnum.openstack.org/project-id="+owner.ProjectID)
+	require.NoError(t, err, out)
+	e = plan()[helm]
 	require.Equal(t, adoption.Adopt, e.Action, "%+v", e)
 	require.Equal(t, templates.DriverCAPIHelm, e.Driver)
-	require.Equal(t, &adoption.Found{Namespace: ns, Name: helmRelease, Cluster: true}, e.Found)
+	require.Equal(t, &adoption.Found{Namespace: ns, Name: helmRelease, Cluster: true, BridgeNamespace: ns, NamespaceManaged: true}, e.Found)
 	text := commandOutput(t, repoRoot(t), bin, args...)
 	require.Contains(t, text, "(a dry run: nothing changed)")
 	require.Regexp(t, `adopt\s+magnum-capi-helm\s+helm-`+hex+`\s+`+helm, text)

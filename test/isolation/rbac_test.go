@@ -83,6 +83,12 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "clusters"}, "delete")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machinedeployments"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machinesets"}, "list")...)
+	// Adoption reads another driver's cluster and labels it as the topology's.
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machinedeployments"}, "get", "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machinesets"}, "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machinehealthchecks"}, "get")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "controlplane.cluster.x-k8s.io", Resource: "kubeadmcontrolplanes"}, "get", "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters"}, "get", "patch")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "machines"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "machines"}, "patch")...)
 	// A cluster-autoscaler's ServiceAccount, Role, RoleBinding and Deployment: applied, deleted by
@@ -137,7 +143,7 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
 		{Verb: "delete", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
 		{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"},
-		{Verb: "get", Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters", Namespace: ns},
+		{Verb: "delete", Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters", Namespace: ns},
 		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
 		{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system"},
@@ -146,7 +152,7 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "get", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies", Name: "someone-elses"},
 		{Verb: "list", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
 		// The autoscaler's rights are the autoscaler's: the bridge neither holds them nor can get its token.
-		{Verb: "patch", Namespace: ns, Group: capiGroup, Resource: "machinedeployments"},
+		{Verb: "delete", Namespace: ns, Group: capiGroup, Resource: "machinedeployments"},
 		{Verb: "update", Namespace: ns, Group: capiGroup, Resource: "machinedeployments", Subresource: "scale"},
 		{Verb: "create", Namespace: ns, Resource: "serviceaccounts", Subresource: "token"},
 		{Verb: "get", Namespace: ns, Resource: "serviceaccounts"},

@@ -175,6 +175,40 @@ func TestAdoptCAPIHelmClusters(t *testing.T) {
 	require.Equal(t, resized, env.machineUIDs(ctx, t, ns, a.stackID), "a node group's delete replaces no other machine")
 	fmt.Printf("# TIMING adopted node group delete: gone %.1f s after the cast\n", time.Since(t1).Seconds())
 
+	// The credential magnum-capi-helm made is replaced by a rotation and deleted; the chart's
+	// Secret, which its add-ons read, gets the new workload credential.
+	t1 = time.Now()
+	chartCredentials := env.namespaceCredentials(ctx, t, ns, a.stackID)
+	enc, err := encodeCluster(ctx, bridge, a.uuid)
+	require.NoError(t, err)
+	_, err = bridge.rpc.Call(ctx, "credential_rotate", map[string]any{"cluster": enc}, env.token.context(), time.Minute)
+	require.NoError(t, err)
+	rotated := env.namespaceCredentials(ctx, t, ns, a.stackID)
+	for _, id := range chartCredentials {
+		require.NotContains(t, rotated, id, "the old credential after the rotation")
+		require.False(t, env.applicationCredentialExists(ctx, t, id), "the old credential %s is deleted", id)
+	}
+	require.Len(t, rotated, 2, "the bridge's two credentials, the workload one also in the chart's Secret")
+	fmt.Printf("# TIMING adopted credential rotation: %.1f s\n", time.Since(t1).Seconds())
+
+	// A resize back to one worker removes the machine named in nodes_to_remove: the original.
+	t1 = time.Now()
+	var original string
+	for name, uid := range resized {
+		if strings.Contains(name, "-default-worker-") && slices.Contains(slices.Collect(maps.Values(uids[a.uuid])), uid) {
+			original = name
+		}
+	}
+	require.NotEmpty(t, original)
+	defaultWorker = nodeGroupNamed(ctx, t, bridge, a.uuid, "default-worker")
+	require.NoError(t, env.castResize(ctx, bridge, a.uuid, defaultWorker, 1, original))
+	require.NoError(t, waitUpdate(ctx, bridge, a.uuid))
+	require.NoError(t, env.waitMachinesRunning(ctx, ns, a.stackID, 3, completeTimeout))
+	left := env.machineUIDs(ctx, t, ns, a.stackID)
+	require.NotContains(t, left, original, "nodes_to_remove names the machine that goes")
+	require.Len(t, left, 3)
+	fmt.Printf("# TIMING adopted resize 2→1 removing %s: UPDATE_COMPLETE %.1f s after the cast\n", original, time.Since(t1).Seconds())
+
 	// b is upgraded: its machines roll, within its adopted class.
 	t1 = time.Now()
 	target := insertTemplate(ctx, t, bridge, "adopt-upgrade", newerImage, map[string]string{})
@@ -414,7 +448,7 @@ func encode(objs ...magnum.View) ([]*magnum.Object, error) {
 }
 
 // castResize sends cluster_resize as magnum-api 23.0.0 does for `coe cluster resize --nodegroup`.
-func (e *benchEnv) castResize(ctx context.Context, s *side, clusterUUID string, ng *magnum.NodeGroup, count int64) error {
+func (e *benchEnv) castResize(ctx context.Context, s *side, clusterUUID string, ng *magnum.NodeGroup, count int64, remove ...string) error {
 	cl, _, err := rows(ctx, s, clusterUUID)
 	if err != nil {
 		return err
@@ -423,8 +457,21 @@ func (e *benchEnv) castResize(ctx context.Context, s *side, clusterUUID string, 
 	if err != nil {
 		return err
 	}
-	return s.rpc.Cast(ctx, "cluster_resize", map[string]any{"cluster": enc[0], "node_count": count, "nodes_to_remove": []string{},
+	return s.rpc.Cast(ctx, "cluster_resize", map[string]any{"cluster": enc[0], "node_count": count, "nodes_to_remove": append([]string{}, remove...),
 		"nodegroup": enc[1]}, e.token.context())
+}
+
+// encodeCluster is the cluster as magnum-api sends it.
+func encodeCluster(ctx context.Context, s *side, clusterUUID string) (*magnum.Object, error) {
+	cl, _, err := rows(ctx, s, clusterUUID)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := encode(cl)
+	if err != nil {
+		return nil, err
+	}
+	return enc[0], nil
 }
 
 // castNodeGroupDelete sends nodegroup_delete as magnum-api 23.0.0 does.
