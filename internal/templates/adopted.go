@@ -2,6 +2,7 @@ package templates
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -240,19 +241,9 @@ func machineImage(osmt *unstructured.Unstructured) (map[string]any, error) {
 		return nil, fmt.Errorf("OpenStackMachineTemplate %s names no image", osmt.GetName())
 	}
 	if _, byRef := image["imageRef"]; byRef || len(image) != 1 {
-		return nil, fmt.Errorf("OpenStackMachineTemplate %s names its image by %v: only an id or a name filter can be adopted", osmt.GetName(), slices.Sorted(mapKeys(image)))
+		return nil, fmt.Errorf("OpenStackMachineTemplate %s names its image by %v: only an id or a name filter can be adopted", osmt.GetName(), slices.Sorted(maps.Keys(image)))
 	}
 	return image, nil
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func setVariable(vars *[]clusterv1.ClusterVariable, name string, v any) {
@@ -270,8 +261,8 @@ func setVariable(vars *[]clusterv1.ClusterVariable, name string, v any) {
 	slices.SortFunc(*vars, func(a, b clusterv1.ClusterVariable) int { return strings.Compare(a.Name, b.Name) })
 }
 
-// templateOf copies a live object's spec into a template of kind named name: spec.template.spec
-// for the live object's spec (less the fields drop names), or spec.template for a template's own.
+// templateOf is a template of kind named name whose spec.template is the given one (a live
+// object's spec wrapped as {"spec": …}, or a live template's own spec.template).
 func templateOf(apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {
 	return obj(apiVersion, kind, name, map[string]any{"template": spec})
 }
