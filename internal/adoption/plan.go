@@ -56,6 +56,9 @@ type Found struct {
 	// NamespaceManaged says whether Namespace is one of the bridge's (it writes in no other).
 	BridgeNamespace  string `json:"bridge_namespace,omitempty"`
 	NamespaceManaged bool   `json:"namespace_managed"`
+	// AutoscalerRelease: magnum-cluster-api installed a cluster-autoscaler for it (a Helm release
+	// named after the cluster), which the bridge does not take over.
+	AutoscalerRelease bool `json:"autoscaler_release,omitempty"`
 }
 
 // Entry is one cluster's line of the plan.
@@ -81,9 +84,6 @@ type Naming struct {
 	CAPIHelmNamespacePrefix string
 }
 
-// ClusterAPINamespace is where magnum-cluster-api puts every cluster.
-const ClusterAPINamespace = "magnum-system"
-
 var notLowerAlnum = regexp.MustCompile(`[^a-z0-9]`)
 
 // Where is the namespace and name of the Cluster API Cluster the driver made for the cluster;
@@ -108,7 +108,7 @@ func (n Naming) Where(d templates.Driver, c Cluster) (namespace, name string, ok
 		}
 		return prefix + "-" + notLowerAlnum.ReplaceAllString(strings.ToLower(c.ProjectID), ""), c.StackID, true
 	case templates.DriverClusterAPI:
-		return ClusterAPINamespace, c.StackID, true
+		return templates.ClusterAPINamespace, c.StackID, true
 	}
 	return "", "", false
 }
@@ -124,43 +124,79 @@ func Decide(c Cluster, d templates.Driver, why string, found *Found) Entry {
 func decide(c Cluster, d templates.Driver, found *Found) (Action, string) {
 	switch d {
 	case templates.DriverBridge:
-		if found != nil && found.AdoptedFrom != "" {
+		switch {
+		case found != nil && found.AdoptedFrom == string(templates.DriverClusterAPI):
+			return Own, "taken over from " + found.AdoptedFrom + " for its status, `coe cluster config` and delete"
+		case found != nil && found.AdoptedFrom != "":
 			return Own, "adopted from " + found.AdoptedFrom
 		}
 		return Own, "built by this bridge"
 	case templates.DriverHeat:
 		return Leave, "a Heat stack is not a Cluster API cluster: it stays with Magnum's Heat driver (requests about it are refused with NotSupported)"
-	case templates.DriverClusterAPI:
-		return Leave, "magnum-cluster-api's clusters are not taken over yet: requests about it are refused with NotSupported, its conductor must keep it"
-	case templates.DriverCAPIHelm:
+	case templates.DriverCAPIHelm, templates.DriverClusterAPI:
 	default:
 		return Leave, "no driver this bridge knows built it: requests about it are refused with NotSupported"
 	}
+	if action, why, refused := refusal(c, d, found); refused {
+		return action, why
+	}
+	if d == templates.DriverClusterAPI {
+		return Adopt, fmt.Sprintf("magnum-cluster-api's cluster %s: to be taken over in place, its %d machine(s) in %d node group(s) kept; "+
+			"the bridge then syncs its status, answers `coe cluster config` with its CA and deletes it, while resize, node groups, "+
+			"upgrade and credential rotation are refused with NotSupported: its ClusterClass %s stays the old driver's%s",
+			found.Name, found.Machines, len(found.MachineDeployments), found.Class, autoscalerNote(found))
+	}
+	return Adopt, fmt.Sprintf("magnum-capi-helm's Helm release %s: to be taken over in place, its %d machine(s) in %d node group(s) kept",
+		found.Name, found.Machines, len(found.MachineDeployments))
+}
+
+// autoscalerNote tells the operator what a delete leaves of magnum-cluster-api's cluster-autoscaler.
+func autoscalerNote(found *Found) string {
+	if !found.AutoscalerRelease {
+		return ""
+	}
+	return fmt.Sprintf("; its cluster-autoscaler, Helm release %s in %s, stays Helm's (`helm uninstall` it after the delete)", found.Name, found.Namespace)
+}
+
+// refusal is why a live cluster of another driver cannot be taken over now, if it cannot.
+func refusal(c Cluster, d templates.Driver, found *Found) (Action, string, bool) {
 	where := "the management cluster"
 	if found != nil {
 		where = found.Namespace + "/" + found.Name
 	}
+	refuse := func(why string) (Action, string, bool) { return Refuse, why, true }
 	switch {
 	case c.Status.IsInProgress():
-		return Refuse, fmt.Sprintf("magnum-capi-helm's %s has not ended: adopt it once the cluster is *_COMPLETE or *_FAILED", c.Status)
+		return refuse(fmt.Sprintf("%s's %s has not ended: adopt it once the cluster is *_COMPLETE or *_FAILED", d, c.Status))
 	case c.Status == magnum.StatusCreateFailed:
-		return Refuse, "its create failed: there is no working cluster to adopt (delete it with magnum-capi-helm, or create it again)"
+		return refuse(fmt.Sprintf("its create failed: there is no working cluster to adopt (delete it with %s, or create it again)", d))
 	case c.Status == magnum.StatusDeleteFailed:
-		return Refuse, "its delete failed: finish the delete with magnum-capi-helm first"
+		return refuse(fmt.Sprintf("its delete failed: finish the delete with %s first", d))
 	case found == nil || !found.Cluster:
-		return Refuse, "no Cluster API cluster " + where + " in this management cluster: it is in another one, or it is gone"
+		return refuse("no Cluster API cluster " + where + " in this management cluster: it is in another one, or it is gone")
 	case found.Deleting:
-		return Refuse, "its Cluster API cluster " + where + " is being deleted"
-	case found.Topology:
-		return Refuse, fmt.Sprintf("its Cluster API cluster %s already follows ClusterClass %s, which magnum-capi-helm never makes: look at who changed it", where, found.Class)
-	case found.BridgeNamespace != "" && found.Namespace != found.BridgeNamespace:
-		return Refuse, fmt.Sprintf("it lives in namespace %s, the bridge would use %s for its project: set [bridge] namespace_prefix to magnum-capi-helm's namespace_prefix followed by a dash", found.Namespace, found.BridgeNamespace)
-	case !found.NamespaceManaged:
-		return Refuse, fmt.Sprintf("namespace %s is not a project namespace of the bridge, which writes in no other: hand it over with "+
-			"`kubectl label namespace %s app.kubernetes.io/managed-by=magnum-capi-bridge magnum.openstack.org/project-id=%s`", found.Namespace, found.Namespace, c.ProjectID)
+		return refuse("its Cluster API cluster " + where + " is being deleted")
 	}
-	return Adopt, fmt.Sprintf("magnum-capi-helm's Helm release %s: to be taken over in place, its %d machine(s) in %d node group(s) kept",
-		found.Name, found.Machines, len(found.MachineDeployments))
+	if d == templates.DriverClusterAPI {
+		switch {
+		case !found.Topology:
+			return refuse(fmt.Sprintf("its Cluster API cluster %s follows no ClusterClass, which magnum-cluster-api always gives: look at who changed it", where))
+		case !found.NamespaceManaged:
+			return refuse(fmt.Sprintf("namespace %s is magnum-cluster-api's, and the bridge writes in no namespace of another's: hand it over with "+
+				"`kubectl label namespace %s app.kubernetes.io/managed-by=magnum-capi-bridge` once magnum-cluster-api's conductor is stopped", found.Namespace, found.Namespace))
+		}
+		return "", "", false
+	}
+	switch {
+	case found.Topology:
+		return refuse(fmt.Sprintf("its Cluster API cluster %s already follows ClusterClass %s, which magnum-capi-helm never makes: look at who changed it", where, found.Class))
+	case found.BridgeNamespace != "" && found.Namespace != found.BridgeNamespace:
+		return refuse(fmt.Sprintf("it lives in namespace %s, the bridge would use %s for its project: set [bridge] namespace_prefix to magnum-capi-helm's namespace_prefix followed by a dash", found.Namespace, found.BridgeNamespace))
+	case !found.NamespaceManaged:
+		return refuse(fmt.Sprintf("namespace %s is not a project namespace of the bridge, which writes in no other: hand it over with "+
+			"`kubectl label namespace %s app.kubernetes.io/managed-by=magnum-capi-bridge magnum.openstack.org/project-id=%s`", found.Namespace, found.Namespace, c.ProjectID))
+	}
+	return "", "", false
 }
 
 // Counts is how many entries have each action.

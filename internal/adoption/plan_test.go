@@ -38,6 +38,14 @@ func TestDecide(t *testing.T) {
 		mod(&f)
 		return &f
 	}
+	// magnum-cluster-api's: in its shared namespace, under its ClusterClass, whatever the project.
+	vexx := &Found{Namespace: "magnum-system", Name: "kube-a1b2c", Cluster: true, Topology: true, Class: "magnum-v0.38.1", BridgeNamespace: "magnum-p",
+		NamespaceManaged: true, MachineDeployments: []string{"default-worker", "gpu"}, Machines: 4}
+	withVexx := func(mod func(f *Found)) *Found {
+		f := *vexx
+		mod(&f)
+		return &f
+	}
 	complete := magnum.StatusCreateComplete
 	for _, tc := range []struct {
 		name   string
@@ -49,7 +57,6 @@ func TestDecide(t *testing.T) {
 	}{
 		{"the bridge's own", templates.DriverBridge, magnum.StatusUpdateInProgress, live, Own, "built by this bridge"},
 		{"a Heat stack", templates.DriverHeat, complete, nil, Leave, "Heat stack"},
-		{"magnum-cluster-api's", templates.DriverClusterAPI, complete, live, Leave, "not taken over yet"},
 		{"unknown", templates.DriverUnknown, complete, nil, Leave, "no driver this bridge knows"},
 		{"magnum-capi-helm, live and complete", templates.DriverCAPIHelm, complete, live, Adopt, "4 machine(s) in 2 node group(s) kept"},
 		{"magnum-capi-helm, after a failed update", templates.DriverCAPIHelm, magnum.StatusUpdateFailed, live, Adopt, "taken over in place"},
@@ -64,6 +71,19 @@ func TestDecide(t *testing.T) {
 		{"magnum-capi-helm, namespace not handed over", templates.DriverCAPIHelm, complete, with(func(f *Found) { f.NamespaceManaged = false }), Refuse,
 			"`kubectl label namespace magnum-p app.kubernetes.io/managed-by=magnum-capi-bridge magnum.openstack.org/project-id=p`"},
 		{"adopted from magnum-capi-helm", templates.DriverBridge, complete, with(func(f *Found) { f.AdoptedFrom = "magnum-capi-helm" }), Own, "adopted from magnum-capi-helm"},
+		{"magnum-cluster-api's, live under its class", templates.DriverClusterAPI, complete, vexx, Adopt,
+			"magnum-cluster-api's cluster kube-a1b2c: to be taken over in place, its 4 machine(s) in 2 node group(s) kept; the bridge then syncs its status"},
+		{"magnum-cluster-api's, what stays refused", templates.DriverClusterAPI, complete, vexx, Adopt,
+			"resize, node groups, upgrade and credential rotation are refused with NotSupported: its ClusterClass magnum-v0.38.1 stays the old driver's"},
+		{"magnum-cluster-api's, with its autoscaler", templates.DriverClusterAPI, complete, withVexx(func(f *Found) { f.AutoscalerRelease = true }), Adopt,
+			"its cluster-autoscaler, Helm release kube-a1b2c in magnum-system, stays Helm's"},
+		{"magnum-cluster-api's, mid-operation", templates.DriverClusterAPI, magnum.StatusDeleteInProgress, vexx, Refuse, "magnum-cluster-api's DELETE_IN_PROGRESS has not ended"},
+		{"magnum-cluster-api's, gone", templates.DriverClusterAPI, complete, withVexx(func(f *Found) { f.Cluster = false }), Refuse, "no Cluster API cluster magnum-system/kube-a1b2c"},
+		{"magnum-cluster-api's, without its class", templates.DriverClusterAPI, complete, withVexx(func(f *Found) { f.Topology = false }), Refuse, "follows no ClusterClass"},
+		{"magnum-cluster-api's, namespace not handed over", templates.DriverClusterAPI, complete, withVexx(func(f *Found) { f.NamespaceManaged = false }), Refuse,
+			"`kubectl label namespace magnum-system app.kubernetes.io/managed-by=magnum-capi-bridge` once magnum-cluster-api's conductor is stopped"},
+		{"taken over from magnum-cluster-api", templates.DriverBridge, complete, withVexx(func(f *Found) { f.AdoptedFrom = "magnum-cluster-api" }), Own,
+			"taken over from magnum-cluster-api for its status, `coe cluster config` and delete"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Cluster{UUID: "u", Name: "web", ProjectID: "p", StackID: "web-x2kq7mzpa4bt", Status: tc.status}

@@ -140,6 +140,9 @@ func fromField(u *unstructured.Unstructured, into any, fields ...string) error {
 func (c *Client) LabelObjects(ctx context.Context, namespace string, objs []templates.ObjectLabels) error {
 	for _, o := range objs {
 		meta := map[string]any{"labels": o.Labels}
+		if len(o.Annotations) > 0 {
+			meta["annotations"] = o.Annotations
+		}
 		if o.Disown {
 			meta["managedFields"] = []any{map[string]any{}} // the apiserver's way to drop every manager
 		}
@@ -194,4 +197,41 @@ func (c *Client) NamespaceManaged(ctx context.Context, name string) (exists, man
 		return false, false, nil
 	}
 	return true, list.Items[0].Labels[templates.LabelManagedBy] == templates.ManagedByValue, nil
+}
+
+// EnsureSecretAccess binds the bridge's Secret reader role to itself in a namespace it did not make
+// (one handed over to it, as magnum-cluster-api's), without the project namespace's policies and
+// quota, which are not the bridge's to impose there; it returns once the binding is in force.
+func (c *Client) EnsureSecretAccess(ctx context.Context, namespace string) error {
+	self, err := c.self.subject(ctx, c.Client)
+	if err != nil {
+		return err
+	}
+	rb, err := toApply(secretReaderBinding(namespace, self))
+	if err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, rb); err != nil {
+		return err
+	}
+	return c.waitSecretAccess(ctx, namespace)
+}
+
+// DeleteLeftovers deletes, by name, the ClusterResourceSets and Secrets another driver made beside
+// a cluster; names that do not exist are fine. The bridge's role deletes these by collection only,
+// so each name is a field selector.
+func (c *Client) DeleteLeftovers(ctx context.Context, namespace string, left templates.ClusterAPILeftovers) error {
+	for _, name := range left.ResourceSets {
+		list := &unstructured.Unstructured{}
+		list.SetGroupVersionKind(resourceSetGVK)
+		if err := client.IgnoreNotFound(c.DeleteAllOf(ctx, list, client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})); err != nil {
+			return fmt.Errorf("deleting ClusterResourceSet %s/%s: %w", namespace, name, err)
+		}
+	}
+	for _, name := range left.Secrets {
+		if err := client.IgnoreNotFound(c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})); err != nil {
+			return fmt.Errorf("deleting Secret %s/%s: %w", namespace, name, err)
+		}
+	}
+	return nil
 }

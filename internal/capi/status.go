@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"fmt"
 	appsv1 "k8s.io/api/apps/v1"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -623,4 +624,36 @@ func addonsApplied(obs Observation) (done bool, why string) {
 		}
 	}
 	return false, fmt.Sprintf("add-ons (ClusterResourceSet %s) not applied yet", name)
+}
+
+// WithNodeGroupsByName is obs with each MachineDeployment and worker Machine that carries no node
+// group uuid (a cluster another driver built, which names its topology's MachineDeployments after
+// the Magnum node groups) given the uuid of the node group byName names after its topology name.
+// The objects are copied: the watch's caches are never written.
+func WithNodeGroupsByName(obs Observation, byName map[string]string) Observation {
+	label := func(labels map[string]string) map[string]string {
+		if labels[templates.LabelNodeGroupUUID] != "" {
+			return labels
+		}
+		uuid, ok := byName[labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]]
+		if !ok {
+			return labels
+		}
+		out := make(map[string]string, len(labels)+1)
+		maps.Copy(out, labels)
+		out[templates.LabelNodeGroupUUID] = uuid
+		return out
+	}
+	mds := make([]clusterv1.MachineDeployment, len(obs.MachineDeployments))
+	for i := range obs.MachineDeployments {
+		mds[i] = *obs.MachineDeployments[i].DeepCopy()
+		mds[i].Labels = label(mds[i].Labels)
+	}
+	machines := make([]clusterv1.Machine, len(obs.Machines))
+	for i := range obs.Machines {
+		machines[i] = *obs.Machines[i].DeepCopy()
+		machines[i].Labels = label(machines[i].Labels)
+	}
+	obs.MachineDeployments, obs.Machines = mds, machines
+	return obs
 }

@@ -77,7 +77,7 @@ func (m *Manager) KickAll(ctx context.Context) (int, error) {
 	n := 0
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		if !strings.HasPrefix(c.Namespace, m.NamespacePrefix) {
+		if !m.watched(c.Namespace) {
 			continue
 		}
 		select {
@@ -88,6 +88,13 @@ func (m *Manager) KickAll(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// watched reports whether the status sync looks at a namespace: the bridge's project namespaces,
+// and magnum-cluster-api's, where the clusters it took over stay (only those labelled as the
+// bridge's are synced).
+func (m *Manager) watched(namespace string) bool {
+	return strings.HasPrefix(namespace, m.NamespacePrefix) || namespace == templates.ClusterAPINamespace
 }
 
 // NewManager builds a controller-runtime manager with informers on Clusters, MachineDeployments and
@@ -131,7 +138,7 @@ func (m *Manager) Watch(sink Sink) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasPrefix(o.GetNamespace(), m.NamespacePrefix) })
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return m.watched(o.GetNamespace()) })
 	b := ctrl.NewControllerManagedBy(m.Manager).
 		Named("magnum-status").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(managed, ours)).

@@ -83,7 +83,11 @@ func (c *Conductor) BridgeAdoptionRun(ctx context.Context, req *rpc.Request) (an
 		}
 		r := AdoptionResult{Entry: e}
 		steps := newStepTimer()
-		err := c.adopt(ctx, rows[e.UUID], steps)
+		adopt := c.adopt
+		if e.Driver == templates.DriverClusterAPI {
+			adopt = c.takeOver
+		}
+		err := adopt(ctx, rows[e.UUID], steps)
 		r.Steps = steps.String()
 		if err != nil {
 			r.Error = c.reasonFor(e.UUID, err)
@@ -120,12 +124,21 @@ func (c *Conductor) adoptionPlan(ctx context.Context) ([]adoption.Entry, map[str
 			return nil, nil, rpc.Retry(err)
 		}
 		var found *adoption.Found
-		if ns, name, ok := naming.Where(d, row); ok && name != "" {
+		ns, name, ok := naming.Where(d, row)
+		if d == templates.DriverBridge {
+			// Its own, or adopted: where its objects are.
+			if ns, err = c.placeOf(ctx, cl); err != nil {
+				return nil, nil, rpc.Retry(err)
+			}
+		}
+		if ok && name != "" {
 			found, err = c.lookForCluster(ctx, ns, name)
 			if err != nil {
 				return nil, nil, rpc.Retry(err)
 			}
 			found.BridgeNamespace = c.namespace(row.ProjectID)
+			// magnum-cluster-api runs a cluster-autoscaler, a Helm release, for the clusters that ask.
+			found.AutoscalerRelease = d == templates.DriverClusterAPI && templates.LabelEnabled(dictMap(cl.Labels), templates.LabelAutoScalingEnabled)
 		}
 		entries = append(entries, adoption.Decide(row, d, why, found))
 		rows[row.UUID] = cl
@@ -271,6 +284,69 @@ func (c *Conductor) adopt(ctx context.Context, cl *magnum.Cluster, steps *stepTi
 	return c.finishAdoption(ns, name, steps)
 }
 
+// takeOver takes a magnum-cluster-api cluster over in place, for its status, CA and delete: its
+// Cluster, under the old driver's ClusterClass, is left as it runs. The steps, each repeatable:
+//  1. The bridge may read Secrets in the namespace handed over to it.
+//  2. The cluster's credential, in the old driver's Secret (which CAPO reads), gets the bridge's
+//     record of it, so that the delete revokes it.
+//  3. The Cluster is marked (templates.TakeOverMarks): from then on the status sync follows it.
+func (c *Conductor) takeOver(ctx context.Context, cl *magnum.Cluster, steps *stepTimer) error {
+	id, ns, name := cl.UUID.Or(""), templates.ClusterAPINamespace, cl.StackID.Or("")
+	live, found, err := c.kube.GetCluster(ctx, ns, name)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return &permanentError{fmt.Errorf("its Cluster %s/%s is gone", ns, name)}
+	case !live.Spec.Topology.IsDefined():
+		return &permanentError{fmt.Errorf("its Cluster %s/%s follows no ClusterClass", ns, name)}
+	}
+	steps.mark("read")
+	if err := c.kube.EnsureSecretAccess(ctx, ns); err != nil {
+		return err
+	}
+	if err := c.takeOverCredential(ctx, cl, ns, name); err != nil {
+		return err
+	}
+	steps.mark("credential")
+	if err := c.kube.LabelObjects(ctx, ns, []templates.ObjectLabels{templates.TakeOverMarks(name, id)}); err != nil {
+		return err
+	}
+	steps.mark("marked")
+	c.adopted.Store(id, string(templates.DriverClusterAPI))
+	return c.finishAdoption(ns, name, steps)
+}
+
+// takeOverCredential records in magnum-cluster-api's credential Secret (the bridge's own name for
+// it, too) which application credential it holds; what CAPO reads of it stays as it is.
+func (c *Conductor) takeOverCredential(ctx context.Context, cl *magnum.Cluster, ns, name string) error {
+	data, found, err := c.kube.ReadSecret(ctx, ns, templates.CloudConfigSecretName(name))
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return &permanentError{fmt.Errorf("its credential Secret %s/%s is gone", ns, templates.CloudConfigSecretName(name))}
+	case len(data[credentialRefsKey]) > 0:
+		return nil
+	}
+	ref, err := cloudsCredential(data[cloudsYAMLKey], clusterAPICloudName)
+	if err != nil {
+		return &permanentError{fmt.Errorf("the credential Secret %s/%s: %w", ns, templates.CloudConfigSecretName(name), err)}
+	}
+	if ref.UserID == "" {
+		ref.UserID = cl.UserID.Or("") // magnum-cluster-api makes it for the cluster's user
+	}
+	secrets, err := cloudConfigSecrets(name, &IssuedCredentials{Refs: []keystone.CredentialRef{ref},
+		CAPOCloudsYAML: data[cloudsYAMLKey], WorkloadCloudsYAML: data[cloudsYAMLKey], CACert: data[cloudCACertKey]})
+	if err != nil {
+		return &permanentError{err}
+	}
+	return c.kube.ApplyClusterSecrets(ctx, ns, cl.UUID.Or(""), secrets)
+}
+
+// clusterAPICloudName is the cloud of magnum-cluster-api's clouds.yaml.
+const clusterAPICloudName = "default"
+
 // finishAdoption has the status sync look at the adopted cluster at once.
 func (c *Conductor) finishAdoption(ns, name string, steps *stepTimer) error {
 	c.kube.Kick(ns, name)
@@ -296,7 +372,7 @@ func (c *Conductor) adoptCredential(ctx context.Context, cl *magnum.Cluster, ns,
 	if !found {
 		return &permanentError{fmt.Errorf("neither its credential Secret %s nor the bridge's %s exists", capiHelmCredentialSecret(name), templates.CloudConfigSecretName(name))}
 	}
-	ref, err := chartCredential(data[cloudsYAMLKey])
+	ref, err := cloudsCredential(data[cloudsYAMLKey], templates.CloudConfigCloudName)
 	if err != nil {
 		return &permanentError{fmt.Errorf("the credential Secret %s/%s: %w", ns, capiHelmCredentialSecret(name), err)}
 	}
@@ -311,8 +387,9 @@ func (c *Conductor) adoptCredential(ctx context.Context, cl *magnum.Cluster, ns,
 	return c.kube.ApplyClusterSecrets(ctx, ns, cl.UUID.Or(""), secrets)
 }
 
-// chartCredential is the application credential of magnum-capi-helm's clouds.yaml (cloud "openstack").
-func chartCredential(cloudsYAML []byte) (keystone.CredentialRef, error) {
+// cloudsCredential is the application credential of a cloud of another driver's clouds.yaml
+// (magnum-capi-helm's "openstack", magnum-cluster-api's clusterAPICloudName).
+func cloudsCredential(cloudsYAML []byte, cloudName string) (keystone.CredentialRef, error) {
 	var clouds struct {
 		Clouds map[string]struct {
 			Auth struct {
@@ -325,9 +402,9 @@ func chartCredential(cloudsYAML []byte) (keystone.CredentialRef, error) {
 	if err := yaml.Unmarshal(cloudsYAML, &clouds); err != nil {
 		return keystone.CredentialRef{}, fmt.Errorf("its clouds.yaml: %w", err)
 	}
-	cloud, ok := clouds.Clouds[templates.CloudConfigCloudName]
+	cloud, ok := clouds.Clouds[cloudName]
 	if !ok || cloud.Auth.ID == "" {
-		return keystone.CredentialRef{}, errors.New("its clouds.yaml has no application credential in cloud " + templates.CloudConfigCloudName)
+		return keystone.CredentialRef{}, errors.New("its clouds.yaml has no application credential in cloud " + cloudName)
 	}
 	return keystone.CredentialRef{ID: cloud.Auth.ID, Name: cloud.Auth.Name, UserID: cloud.Auth.UserID}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -380,7 +379,7 @@ func (c *Conductor) adoptedName(ctx context.Context, cl *magnum.Cluster) (string
 	if d, _ := templates.DriverOf(row); d == templates.DriverBridge {
 		return "", nil
 	}
-	from, err := c.adoptedFrom(ctx, cl)
+	from, err := c.adoptedFrom(ctx, cl, templates.DriverCAPIHelm)
 	if err != nil || from == "" {
 		return "", err
 	}
@@ -586,27 +585,35 @@ func (c *Conductor) finishDelete(ctx context.Context, cl *magnum.Cluster, caller
 	if err := c.certs.DeleteCluster(ctx, refsOf(cl)); err != nil && !errors.Is(err, certs.ErrKeyPairNotFound) && !errors.Is(err, certs.ErrMissingRef) {
 		return rpc.Retry(fmt.Errorf("delete certificates of %s: %w", id, err))
 	}
-	if err := c.kube.DeleteAddons(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
+	ns, err := c.placeOf(ctx, cl)
+	if err != nil {
 		return rpc.Retry(err)
 	}
-	if err := c.deleteAutoscaler(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
+	if err := c.kube.DeleteAddons(ctx, ns, id); err != nil {
 		return rpc.Retry(err)
 	}
-	if err := c.kube.DeleteClusterSecrets(ctx, c.namespace(cl.ProjectID.Or("")), id); err != nil {
+	if err := c.deleteAutoscaler(ctx, ns, id); err != nil {
+		return rpc.Retry(err)
+	}
+	if from, err := c.takenOverFrom(ctx, cl); err != nil {
+		return rpc.Retry(err)
+	} else if from != "" {
+		// What magnum-cluster-api made beside the Cluster, by name; its credential Secret last
+		// among them, as it marks the cluster taken over (adoptedFrom) until the row is gone.
+		if err := c.kube.DeleteLeftovers(ctx, ns, templates.ClusterAPILeftoversOf(cl.StackID.Or(""), id)); err != nil {
+			return rpc.Retry(err)
+		}
+	}
+	if err := c.kube.DeleteClusterSecrets(ctx, ns, id); err != nil {
 		return rpc.Retry(err)
 	}
 	if err := c.store.DeleteCluster(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
 		return rpc.Retry(err)
 	}
 	c.ops.end(id)
-	c.afterDelete(id, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
+	c.afterDelete(id, ns, cl.StackID.Or(""))
 	c.log.InfoContext(ctx, "cluster deleted", "cluster", id)
 	return nil
-}
-
-// projectOfNamespace recovers the project id from a namespace name.
-func (c *Conductor) projectOfNamespace(ns string) string {
-	return strings.TrimPrefix(ns, c.opts.NamespacePrefix)
 }
 
 // dictMap reads a dict field as a Go map; absent or null is empty.

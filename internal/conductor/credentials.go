@@ -80,7 +80,11 @@ func cloudConfigSecrets(clusterName string, issued *IssuedCredentials) ([]certs.
 // storedCredentialRefs reads which credentials a cluster holds; found is false when the cluster has
 // no cloud-config Secret (never issued, or already cleaned up).
 func (c *Conductor) storedCredentialRefs(ctx context.Context, cl *magnum.Cluster) (refs []keystone.CredentialRef, found bool, err error) {
-	data, found, err := c.kube.ReadSecret(ctx, c.namespace(cl.ProjectID.Or("")), templates.CloudConfigSecretName(cl.StackID.Or("")))
+	ns, err := c.placeOf(ctx, cl)
+	if err != nil {
+		return nil, false, err
+	}
+	data, found, err := c.kube.ReadSecret(ctx, ns, templates.CloudConfigSecretName(cl.StackID.Or("")))
 	if err != nil || !found {
 		return nil, found, err
 	}

@@ -25,6 +25,9 @@ func (c *Conductor) loadForUpdate(ctx context.Context, req *rpc.Request, operati
 	if err != nil {
 		return nil, err
 	}
+	if err := c.refuseTakenOver(ctx, cl, operation); err != nil {
+		return nil, err
+	}
 	st := cl.Status.Or("")
 	if op.Allowed(st) || (st == magnum.StatusUpdateInProgress && resumes != nil && resumes(cl)) {
 		return cl, nil
@@ -247,6 +250,9 @@ func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any,
 	if err != nil {
 		return nil, err
 	}
+	if err := c.refuseTakenOver(ctx, cl, "Updating a node group"); err != nil {
+		return nil, err
+	}
 	ng, stored, err := c.nodeGroupArg(ctx, req, cl.UUID.Or(""))
 	if err != nil {
 		return nil, err
@@ -266,6 +272,9 @@ func (c *Conductor) NodeGroupUpdate(ctx context.Context, req *rpc.Request) (any,
 func (c *Conductor) NodeGroupDelete(ctx context.Context, req *rpc.Request) (any, error) {
 	cl, err := c.clusterForCall(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.refuseTakenOver(ctx, cl, "Deleting a node group"); err != nil {
 		return nil, err
 	}
 	id := cl.UUID.Or("")

@@ -834,6 +834,12 @@ func (k *fakeKube) LabelObjects(context.Context, string, []templates.ObjectLabel
 
 func (k *fakeKube) RetireHelmRelease(context.Context, string, string, string) error { return nil }
 
+func (k *fakeKube) EnsureSecretAccess(context.Context, string) error { return nil }
+
+func (k *fakeKube) DeleteLeftovers(context.Context, string, templates.ClusterAPILeftovers) error {
+	return nil
+}
+
 func (k *fakeKube) NamespaceManaged(_ context.Context, name string) (bool, bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -479,16 +479,26 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 	case !held:
 		return false, nil // a live replica drives it
 	}
+	ns, err := c.placeOf(ctx, cl)
+	if err != nil {
+		return true, err
+	}
+	if kind != magnum.StatusDeleteInProgress {
+		// The handlers refuse every change to a cluster taken over for its status and delete only.
+		if err := c.refuseTakenOver(ctx, cl, "Changing a cluster"); err != nil {
+			return false, c.failOperation(ctx, cl, kind, "", &permanentError{err})
+		}
+	}
 	switch kind {
 	case magnum.StatusCreateInProgress:
 		err = c.applyCluster(ctx, cl, nil, nil)
 	case magnum.StatusUpdateInProgress:
 		if err = c.applyCluster(ctx, cl, nil, c.ops.upgrade(id)); err == nil {
-			c.kube.Kick(c.namespace(cl.ProjectID.Or("")), cl.StackID.Or(""))
+			c.kube.Kick(ns, cl.StackID.Or(""))
 		}
 	case magnum.StatusDeleteInProgress:
 		var gone bool
-		if gone, err = c.kube.DeleteCluster(ctx, c.namespace(cl.ProjectID.Or("")), cl.StackID.Or("")); err == nil && gone {
+		if gone, err = c.kube.DeleteCluster(ctx, ns, cl.StackID.Or("")); err == nil && gone {
 			if err = c.finishDelete(ctx, cl, nil); err == nil {
 				c.release(ctx, id) // nothing of the cluster is left to drive
 			}

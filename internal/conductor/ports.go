@@ -141,4 +141,8 @@ type Adopting interface {
 	RetireHelmRelease(ctx context.Context, namespace, release, clusterName string) error
 	// NamespaceManaged reports whether a namespace exists and is one of the bridge's.
 	NamespaceManaged(ctx context.Context, name string) (exists, managed bool, err error)
+	// EnsureSecretAccess lets the bridge read Secrets in a namespace handed over to it.
+	EnsureSecretAccess(ctx context.Context, namespace string) error
+	// DeleteLeftovers deletes by name what another driver made beside a cluster.
+	DeleteLeftovers(ctx context.Context, namespace string, left templates.ClusterAPILeftovers) error
 }

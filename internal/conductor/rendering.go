@@ -109,6 +109,12 @@ func (c *Conductor) planRendering(ctx context.Context, cl *magnum.Cluster) (Rend
 	case d != templates.DriverBridge:
 		return p, &permanentError{fmt.Errorf("built by the %s driver (%s): not this bridge's to move", d, why)}
 	}
+	switch from, err := c.takenOverFrom(ctx, cl); {
+	case err != nil:
+		return p, err
+	case from != "":
+		return p, &permanentError{fmt.Errorf("taken over from %s, whose ClusterClass it keeps: not this bridge's to move", from)}
+	}
 	in, rendered, err := c.render(ctx, cl, nil)
 	if err != nil {
 		return p, err // a label this bridge refuses is permanent(): the plan's reason
@@ -169,6 +175,9 @@ func (c *Conductor) BridgeRenderingMove(ctx context.Context, req *rpc.Request) (
 		return nil, rpc.Retry(err)
 	}
 	if err := c.refuseForeign(ctx, cl); err != nil {
+		return nil, err
+	}
+	if err := c.refuseTakenOver(ctx, cl, "Moving a cluster to the current rendering"); err != nil {
 		return nil, err
 	}
 	st := cl.Status.Or("")

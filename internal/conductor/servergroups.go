@@ -46,7 +46,11 @@ func (c *Conductor) releaseFloatingIPs(ctx context.Context, cl *magnum.Cluster) 
 	if err != nil || !found {
 		return err // without a credential CAPO created nothing either
 	}
-	released, err := c.opts.FloatingIPs.ReleaseLeftovers(ctx, clouds, ca, c.namespace(cl.ProjectID.Or(""))+"-"+cl.StackID.Or(""))
+	ns, err := c.placeOf(ctx, cl)
+	if err != nil {
+		return err
+	}
+	released, err := c.opts.FloatingIPs.ReleaseLeftovers(ctx, clouds, ca, ns+"-"+cl.StackID.Or(""))
 	if len(released) > 0 {
 		c.log.InfoContext(ctx, "cluster delete: released the floating IPs CAPO left", "cluster", cl.UUID.Or(""), "addresses", released)
 	}
@@ -58,7 +62,11 @@ func (c *Conductor) releaseFloatingIPs(ctx context.Context, cl *magnum.Cluster) 
 
 // capoCloudConfig is the stored clouds.yaml and CA bundle CAPO authenticates with.
 func (c *Conductor) capoCloudConfig(ctx context.Context, cl *magnum.Cluster) (clouds, caCert []byte, found bool, err error) {
-	data, found, err := c.kube.ReadSecret(ctx, c.namespace(cl.ProjectID.Or("")), templates.CloudConfigSecretName(cl.StackID.Or("")))
+	ns, err := c.placeOf(ctx, cl)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	data, found, err := c.kube.ReadSecret(ctx, ns, templates.CloudConfigSecretName(cl.StackID.Or("")))
 	if err != nil || !found {
 		return nil, nil, found, err
 	}
@@ -110,7 +118,13 @@ func (c *Conductor) deleteServerGroups(ctx context.Context, cl *magnum.Cluster, 
 	for _, g := range groups {
 		ngs = append(ngs, templates.NodeGroup{UUID: g.UUID.Or(""), Name: g.Name.Or(""), Role: g.Role.Or("")})
 	}
-	if err := c.opts.ServerGroups.Delete(ctx, clouds, ca, templates.ServerGroupNames(cl.StackID.Or(""), ngs)); err != nil {
+	names := templates.ServerGroupNames(cl.StackID.Or(""), ngs)
+	if from, err := c.takenOverFrom(ctx, cl); err != nil {
+		return err
+	} else if from != "" {
+		names = templates.ClusterAPIServerGroupNames(cl.StackID.Or(""), ngs)
+	}
+	if err := c.opts.ServerGroups.Delete(ctx, clouds, ca, names); err != nil {
 		return cloudError("deleting the cluster's Nova server groups failed", err)
 	}
 	return nil

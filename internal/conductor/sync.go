@@ -34,11 +34,28 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 	if status == "" {
 		return 0, nil
 	}
+	// A cluster taken over from magnum-cluster-api keeps that driver's autoscaler and labels.
+	takenOver, err := c.takenOverFrom(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
 	// The autoscaler goes with the cluster's state, whatever operation is running (a delete removes it).
-	autoscalerNote, autoscalerRetry := c.followAutoscaler(ctx, cl, obs)
+	var autoscalerNote string
+	var autoscalerRetry bool
+	if takenOver == "" {
+		autoscalerNote, autoscalerRetry = c.followAutoscaler(ctx, cl, obs)
+	}
 	groups, err := c.store.ListNodeGroups(ctx, id)
 	if err != nil {
 		return 0, err
+	}
+	if takenOver != "" {
+		// Its MachineDeployments are named after the node groups, and carry no uuid.
+		byName := map[string]string{}
+		for _, g := range groups {
+			byName[g.Name.Or("")] = g.UUID.Or("")
+		}
+		obs = capi.WithNodeGroupsByName(obs, byName)
 	}
 	now := c.opts.Now()
 	cur := capi.Current{Status: status, StatusReason: cl.StatusReason.Or(""), CreatedAt: cl.CreatedAt.Or(time.Time{}),
@@ -94,7 +111,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 		}
 	}
 	d.StatusReason = redactEndpoints(d.StatusReason)
-	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 {
+	if unimpl, err := templates.ValidateLabels(templates.SelectedFlavor(dictMap(cl.Labels), c.opts.Flavor), dictMap(cl.Labels)); err == nil && len(unimpl) > 0 && takenOver == "" {
 		d.StatusReason = withNote(d.StatusReason, "labels not implemented by magnum-capi-bridge (ignored): "+strings.Join(unimpl, ", "))
 	}
 	d.StatusReason = withNote(withoutAutoscalerNote(d.StatusReason), autoscalerNote)
@@ -192,16 +209,22 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 // A delete that already ended DELETE_FAILED (its deadline passed while CAPI was still deleting)
 // finishes too: the cluster is gone after all.
 func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) error {
-	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) {
+	takenOver := namespace == templates.ClusterAPINamespace
+	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) && !takenOver {
 		return nil // another bridge's namespace
 	}
 	clusters, err := c.store.ListClustersByStatus(ctx, magnum.StatusDeleteInProgress, magnum.StatusDeleteFailed)
 	if err != nil {
 		return err
 	}
-	project := c.projectOfNamespace(namespace)
 	for _, cl := range clusters {
-		if cl.StackID.Or("") != name || cl.ProjectID.Or("") != project {
+		if cl.StackID.Or("") != name {
+			continue
+		}
+		// A project's cluster, or one taken over in magnum-cluster-api's namespace shared by all.
+		if ns, err := c.placeOf(ctx, cl); err != nil {
+			return err
+		} else if ns != namespace {
 			continue
 		}
 		if cl.Status.Or("") == magnum.StatusDeleteInProgress {

@@ -70,6 +70,8 @@ type LiveWorker struct {
 type ObjectLabels struct {
 	APIVersion, Kind, Name string
 	Labels                 map[string]string
+	// Annotations are added too (nil: none).
+	Annotations map[string]string
 	// Disown drops the object's field managers, so that the topology becomes the one owner of
 	// what it sets. Server-side apply removes only fields no manager owns any more: without it a
 	// machine template's image, set by id by the old driver, would keep its id next to the name

@@ -15,12 +15,16 @@ const (
 	DriverBridge Driver = "magnum-capi-bridge"
 	// DriverCAPIHelm is StackHPC's magnum-capi-helm: a Helm release per cluster.
 	DriverCAPIHelm Driver = "magnum-capi-helm"
-	// DriverClusterAPI is vexxhost's magnum-cluster-api: everything in namespace magnum-system.
+	// DriverClusterAPI is vexxhost's magnum-cluster-api: everything in namespace ClusterAPINamespace.
 	DriverClusterAPI Driver = "magnum-cluster-api"
 	// DriverHeat is any of Magnum's Heat drivers: the cluster is a Heat stack.
 	DriverHeat    Driver = "Heat"
 	DriverUnknown Driver = "unknown"
 )
+
+// ClusterAPINamespace is where magnum-cluster-api puts every cluster, whatever its project: the
+// namespace of the clusters the bridge takes over from it, too.
+const ClusterAPINamespace = "magnum-system"
 
 // BridgeTemplateDriver is the magnum.drivers entry point of the bridge's driver for magnum-api
 // (deploy/magnum-driver): the `driver` of the templates it accepts, on Magnum 18.0.0 and later.
