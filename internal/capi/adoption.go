@@ -203,11 +203,7 @@ func (c *Client) NamespaceManaged(ctx context.Context, name string) (exists, man
 // (one handed over to it, as magnum-cluster-api's), without the project namespace's policies and
 // quota, which are not the bridge's to impose there; it returns once the binding is in force.
 func (c *Client) EnsureSecretAccess(ctx context.Context, namespace string) error {
-	self, err := c.self.subject(ctx, c.Client)
-	if err != nil {
-		return err
-	}
-	rb, err := toApply(secretReaderBinding(namespace, self))
+	rb, err := c.secretReader(ctx, namespace)
 	if err != nil {
 		return err
 	}

@@ -156,11 +156,7 @@ func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID str
 			return err
 		}
 	}
-	self, err := c.self.subject(ctx, c.Client)
-	if err != nil {
-		return err
-	}
-	rb, err := toApply(secretReaderBinding(name, self))
+	rb, err := c.secretReader(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -306,6 +302,15 @@ func (c *Client) waitSecretAccess(ctx context.Context, namespace string) error {
 	}
 	return fmt.Errorf("the bridge cannot read Secrets in %s although it bound %s there: is deploy/kubernetes/rbac.yaml applied? (%s)",
 		namespace, SecretReaderRole, reason)
+}
+
+// secretReader is the RoleBinding that lets the bridge read the Secrets of namespace, to apply.
+func (c *Client) secretReader(ctx context.Context, namespace string) (*unstructured.Unstructured, error) {
+	self, err := c.self.subject(ctx, c.Client)
+	if err != nil {
+		return nil, err
+	}
+	return toApply(secretReaderBinding(namespace, self))
 }
 
 func secretReaderBinding(namespace string, self rbacv1.Subject) *rbacv1.RoleBinding {
