@@ -485,8 +485,12 @@ func (c *Conductor) drive(ctx context.Context, id string) (again bool, err error
 	}
 	if kind != magnum.StatusDeleteInProgress {
 		// The handlers refuse every change to a cluster taken over for its status and delete only.
-		if err := c.refuseTakenOver(ctx, cl, "Changing a cluster"); err != nil {
-			return false, c.failOperation(ctx, cl, kind, "", &permanentError{err})
+		switch from, err := c.takenOverFrom(ctx, cl); {
+		case err != nil:
+			return true, err
+		case from != "":
+			return false, c.failOperation(ctx, cl, kind, "",
+				&permanentError{fmt.Errorf("taken over from %s for its status, kubeconfig and delete only: it is not changed", from)})
 		}
 	}
 	switch kind {

@@ -209,8 +209,7 @@ func (c *Conductor) ClusterObserved(ctx context.Context, id string, obs capi.Obs
 // A delete that already ended DELETE_FAILED (its deadline passed while CAPI was still deleting)
 // finishes too: the cluster is gone after all.
 func (c *Conductor) ClusterGone(ctx context.Context, namespace, name string) error {
-	takenOver := namespace == templates.ClusterAPINamespace
-	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) && !takenOver {
+	if !strings.HasPrefix(namespace, c.opts.NamespacePrefix) && namespace != templates.ClusterAPINamespace {
 		return nil // another bridge's namespace
 	}
 	clusters, err := c.store.ListClustersByStatus(ctx, magnum.StatusDeleteInProgress, magnum.StatusDeleteFailed)
