@@ -36,8 +36,11 @@ else
 fi
 commit=$(git -C "$root" rev-parse --short=12 "$ref^{commit}")
 out=$MCB_CACHE/releases/$commit${release_version:+-$release_version}/magnum-capi-bridge
+mkdir -p "$(dirname "$out")"
+# The upgrade and churn tests ask at the same moment: one builds, the other waits for its binary.
+exec 9>"$(dirname "$out")/.build.lock"
+flock 9
 if [ ! -x "$out" ]; then
-  mkdir -p "$(dirname "$out")"
   wt=$(mktemp -d "${TMPDIR:-/tmp}/mcb-release-XXXXXX")
   trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"' EXIT
   git -C "$root" worktree add --detach "$wt" "$commit" >/dev/null 2>&1

@@ -289,7 +289,14 @@ func standInClusterAPICluster(t *testing.T, store *db.Store, tok testutil.Token,
 	objects = append(objects, cl.Object)
 	manifest, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": objects})
 	require.NoError(t, err)
-	out, err = kubectlStdin(t, mgmtKubeconfig, manifest, "apply", "--server-side", "--field-manager=magnum-cluster-api", "-f", "-")
+	// Validated by the apiserver: kubectl's own validation downloads the OpenAPI document, which a
+	// busy apiserver may not serve within the request timeout. Server-side apply can be repeated.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Second) {
+		out, err = kubectlStdin(t, mgmtKubeconfig, manifest, "apply", "--server-side", "--validate=false", "--field-manager=magnum-cluster-api", "-f", "-")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	require.NoError(t, err, out)
 	t.Cleanup(func() {
 		// What the test made in the namespace, also when it failed before the delete.
