@@ -80,11 +80,7 @@ func cloudConfigSecrets(clusterName string, issued *IssuedCredentials) ([]certs.
 // storedCredentialRefs reads which credentials a cluster holds; found is false when the cluster has
 // no cloud-config Secret (never issued, or already cleaned up).
 func (c *Conductor) storedCredentialRefs(ctx context.Context, cl *magnum.Cluster) (refs []keystone.CredentialRef, found bool, err error) {
-	ns, err := c.placeOf(ctx, cl)
-	if err != nil {
-		return nil, false, err
-	}
-	data, found, err := c.kube.ReadSecret(ctx, ns, templates.CloudConfigSecretName(cl.StackID.Or("")))
+	data, found, err := c.readCloudConfig(ctx, cl)
 	if err != nil || !found {
 		return nil, found, err
 	}
@@ -94,6 +90,16 @@ func (c *Conductor) storedCredentialRefs(ctx context.Context, cl *magnum.Cluster
 		}
 	}
 	return refs, true, nil
+}
+
+// readCloudConfig reads the cluster's cloud-config Secret (CAPO's credential and the bridge's refs
+// to it) where the cluster's objects are; found is false without it.
+func (c *Conductor) readCloudConfig(ctx context.Context, cl *magnum.Cluster) (map[string][]byte, bool, error) {
+	ns, err := c.placeOf(ctx, cl)
+	if err != nil {
+		return nil, false, err
+	}
+	return c.kube.ReadSecret(ctx, ns, templates.CloudConfigSecretName(cl.StackID.Or("")))
 }
 
 // errAwaitingCredentials: a create resumed without its request cannot issue the credentials; the

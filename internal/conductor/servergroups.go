@@ -62,11 +62,7 @@ func (c *Conductor) releaseFloatingIPs(ctx context.Context, cl *magnum.Cluster) 
 
 // capoCloudConfig is the stored clouds.yaml and CA bundle CAPO authenticates with.
 func (c *Conductor) capoCloudConfig(ctx context.Context, cl *magnum.Cluster) (clouds, caCert []byte, found bool, err error) {
-	ns, err := c.placeOf(ctx, cl)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	data, found, err := c.kube.ReadSecret(ctx, ns, templates.CloudConfigSecretName(cl.StackID.Or("")))
+	data, found, err := c.readCloudConfig(ctx, cl)
 	if err != nil || !found {
 		return nil, nil, found, err
 	}
