@@ -39,6 +39,20 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// FreePorts is n distinct free loopback ports. Each listener stays open until all are taken, since
+// ports taken one after another may come back equal once the first is closed.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
 // FreeAddr is FreePort as host:port on 127.0.0.1.
 func FreeAddr(t testing.TB) string {
 	t.Helper()

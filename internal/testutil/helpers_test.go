@@ -31,3 +31,12 @@ func TestRandomHex(t *testing.T) {
 	require.Len(t, RandomHex(3), 6)
 	require.NotEqual(t, RandomHex(8), RandomHex(8))
 }
+
+func TestFreePortsAreDistinct(t *testing.T) {
+	ports := FreePorts(t, 8)
+	seen := map[int]bool{}
+	for _, p := range ports {
+		require.False(t, seen[p], "port %d handed out twice", p)
+		seen[p] = true
+	}
+}

@@ -72,14 +72,20 @@ func unavailable(t *testing.T, why string) {
 	t.Fatalf("%s (the e2e tier needs the local stack: `make up`)", why)
 }
 
-func freeAddr(t *testing.T) string {
+// freeAddrs is n distinct free loopback addresses: every listener stays open until all are taken,
+// or the kernel may hand the same port out twice.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs
 }
 
 // simulator builds cmd/fake-openstack from this checkout and starts it on free ports.
@@ -97,7 +103,8 @@ func startSimulator(t *testing.T, keystoneURL string) simulator {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building fake-openstack: %v\n%s", err, out)
 	}
-	s := simulator{image: freeAddr(t), compute: freeAddr(t), network: freeAddr(t), lb: freeAddr(t), volume: freeAddr(t), inspect: freeAddr(t)}
+	a := freeAddrs(t, 6)
+	s := simulator{image: a[0], compute: a[1], network: a[2], lb: a[3], volume: a[4], inspect: a[5]}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--image-listen", s.image, "--compute-listen", s.compute, "--network-listen", s.network,
 		"--load-balancer-listen", s.lb, "--volume-listen", s.volume, "--inspect-listen", s.inspect, "--keystone-url", keystoneURL)

@@ -108,7 +108,8 @@ func startAPIServer(tb testing.TB, dir string) *apiServer {
 	saPub := writeFile(tb, filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}))
 	policy := writeFile(tb, filepath.Join(dir, "audit-policy.yaml"), []byte(auditPolicy))
 
-	etcdPort, peerPort, apiPort := testutil.FreePort(tb), testutil.FreePort(tb), testutil.FreePort(tb)
+	ports := testutil.FreePorts(tb, 3)
+	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	a.start(tb, filepath.Join(bin, "etcd"), "--name=scale", "--data-dir="+filepath.Join(dir, "etcd"),
