@@ -206,9 +206,9 @@ fuzz:
 	  pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' internal | xargs dirname); \
 	  echo "== $$t ($$pkg)"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./$$pkg || exit 1; done
 
-## generate: regenerate docs/labels.md (label registry) and deploy/kubernetes (from the Helm chart); tests fail when stale.
+## generate: regenerate docs/labels.md (label registry), deploy/kubernetes (from the Helm chart; tests fail when stale) and the MagnumCluster CRD and deep copies (controller-gen).
 generate:
-	$(GO) generate ./internal/templates/... ./internal/chart/...
+	$(GO) generate ./internal/templates/... ./internal/chart/... ./internal/tenantapi/...
 
 clean:
 	rm -rf $(BIN)

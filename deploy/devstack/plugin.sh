@@ -20,8 +20,9 @@ function install_magnum_capi_bridge {
     "${PYTHON:-python3}" "$MAGNUM_CAPI_BRIDGE_DIR/deploy/magnum-driver/install.py" || die $LINENO "cannot install the magnum driver"
 }
 
-# configure_magnum_capi_bridge_kubernetes: the bridge's ServiceAccount, RBAC and admission policies
-# (and the cluster-autoscalers' PriorityClass) in the management cluster, and a kubeconfig with a token of that ServiceAccount (renewed when less
+# configure_magnum_capi_bridge_kubernetes: the bridge's CRDs (the tenant API's MagnumCluster),
+# ServiceAccount, RBAC and admission policies (and the cluster-autoscalers' PriorityClass) in the
+# management cluster, and a kubeconfig with a token of that ServiceAccount (renewed when less
 # than 15 of its 30 days are left; client-go re-reads the token file, so no restart is needed).
 # The bridge renders its ClusterClasses itself, per project namespace; what they need beyond that
 # (Cluster API core, kubeadm and the infrastructure provider) --check-config verifies.
@@ -29,6 +30,17 @@ function configure_magnum_capi_bridge_kubernetes {
     local admin=$MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG kubeconfig=$MAGNUM_CAPI_BRIDGE_KUBECONFIG
     [[ -s "$admin" ]] || die $LINENO "MAGNUM_CAPI_BRIDGE_ADMIN_KUBECONFIG ($admin) is not a kubeconfig of the management cluster"
     local k=("$MAGNUM_CAPI_BRIDGE_KUBECTL" --kubeconfig "$admin" --request-timeout=30s)
+    # The tenant API's CRD (MagnumCluster; the chart's crds/, which Helm installs) first: the RBAC
+    # names its resources, and the bridge watches them as soon as [bridge] tenant_api is on.
+    echo_summary "Applying the CustomResourceDefinitions of magnum-capi-bridge"
+    local crds=() crd
+    for crd in "$MAGNUM_CAPI_BRIDGE_DIR"/deploy/helm/magnum-capi-bridge/crds/*.yaml; do crds+=(-f "$crd"); done
+    "${k[@]}" apply --server-side --field-manager=magnum-capi-bridge-deploy --force-conflicts "${crds[@]}" >/dev/null \
+        || die $LINENO "cannot apply deploy/helm/magnum-capi-bridge/crds"
+    # (Without --request-timeout: the wait is a watch, bounded by its own --timeout.)
+    "$MAGNUM_CAPI_BRIDGE_KUBECTL" --kubeconfig "$admin" wait --for=condition=Established \
+        crd/magnumclusters.coe.magnum.openstack.org --timeout=60s >/dev/null \
+        || die $LINENO "the CRD magnumclusters.coe.magnum.openstack.org is not Established"
     echo_summary "Applying the RBAC and admission policies of magnum-capi-bridge"
     "${k[@]}" apply --server-side --field-manager=magnum-capi-bridge-deploy --force-conflicts \
         -f "$MAGNUM_CAPI_BRIDGE_DIR/deploy/kubernetes/rbac.yaml" \

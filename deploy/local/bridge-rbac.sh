@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gives the local bridge its own identity in the management cluster instead of the admin's, with the
-# devstack plugin's configure_magnum_capi_bridge_kubernetes: applies deploy/kubernetes/rbac.yaml
+# devstack plugin's configure_magnum_capi_bridge_kubernetes: applies the chart's CRDs
+# (deploy/helm/magnum-capi-bridge/crds), deploy/kubernetes/rbac.yaml
 # (ServiceAccount + ClusterRoles), admission-policy.yaml and priority-class.yaml (the cluster-
 # autoscalers' PriorityClass), keeps a token of the ServiceAccount fresh (TokenRequest API, valid 30
 # days, renewed when less than 15 days are left) and writes a kubeconfig that reads it from a file, so

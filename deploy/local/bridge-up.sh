@@ -69,6 +69,47 @@ install_magnum_capi_bridge
 configure_magnum_capi_bridge_kubernetes
 base=$name instance=${1:-zed}
 
+# apply_tenant_api_webhook: registers the tenant API's admission webhook (docs/tenant-api.md), which the
+# zed bridge serves on its token webhook's listener (HTTPS, the token-webhook certificate, signed by the
+# management CA): the apiserver sends it every MagnumCluster create and update. The chart's
+# ValidatingWebhookConfiguration (tenantAPI.enabled), with a URL instead of a Service: the bridge runs
+# on this host. Server-side applied, so running it again changes nothing.
+apply_tenant_api_webhook() {
+  if ! [ -s "$MCB_PKI_DIR/ca.crt" ] || ! [ -s "$MCB_PKI_DIR/token-webhook.crt" ]; then
+    log "no $MCB_PKI_DIR/ca.crt or token-webhook.crt (an older mgmt-up.sh): the tenant API's admission webhook is not registered"
+    return 0
+  fi
+  local ca
+  ca=$(base64 -w0 <"$MCB_PKI_DIR/ca.crt")
+  "$MAGNUM_CAPI_BRIDGE_KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" --request-timeout=30s apply --server-side \
+    --field-manager=magnum-capi-bridge-deploy --force-conflicts -f - >/dev/null <<WEBHOOK
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: magnum-capi-bridge-tenant-api
+  labels:
+    app.kubernetes.io/name: magnum-capi-bridge
+webhooks:
+  - name: magnumclusters.coe.magnum.openstack.org
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Fail
+    timeoutSeconds: 10
+    matchPolicy: Equivalent
+    rules:
+      - apiGroups: [coe.magnum.openstack.org]
+        apiVersions: ["*"]
+        operations: [CREATE, UPDATE]
+        resources: [magnumclusters]
+        scope: Namespaced
+    clientConfig:
+      url: https://127.0.0.1:$TOKEN_WEBHOOK_PORT/validate/magnumclusters
+      caBundle: $ca
+WEBHOOK
+  log "tenant API admission webhook: https://127.0.0.1:$TOKEN_WEBHOOK_PORT/validate/magnumclusters (ValidatingWebhookConfiguration magnum-capi-bridge-tenant-api)"
+}
+[ "$views" != 1 ] || apply_tenant_api_webhook
+
 # start_replica R: (re)starts replica R of this instance, as the plugin's service <name>[-R].
 start_replica() {
   local r=$1 name=$base bind=127.0.0.1:$((port + 2 * ($1 - 1)))
@@ -89,6 +130,11 @@ CONF
     # the discovery document (docs/discovery.md). Short caches, so that tests see a revoked token or a
     # new flavor within seconds. One replica serves them (their ports are fixed).
     iniset "$conf.new" bridge tenant_view true
+    # The tenant API (docs/tenant-api.md): MagnumClusters in project namespaces, validated at admission
+    # by the same listener (apply_tenant_api_webhook registers it).
+    iniset "$conf.new" bridge tenant_api true
+    # The catalog lists both magnum-apis, one per region: this bridge's is the zed one's.
+    iniset "$conf.new" bridge tenant_api_region_name "$(. "$here/openstack/stack.env" && echo "$MCB_REGION")"
     iniset "$conf.new" bridge token_webhook_bind "127.0.0.1:$TOKEN_WEBHOOK_PORT"
     iniset "$conf.new" bridge tenant_view_cache_ttl 5
     iniset "$conf.new" bridge discovery_bind 127.0.0.1:9513

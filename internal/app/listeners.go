@@ -16,6 +16,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/discovery"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/keystone"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantapi"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantview"
 )
 
@@ -62,7 +63,9 @@ func newListener(name, addr string, h http.Handler, log *slog.Logger) (*listener
 }
 
 // tokenWebhookListener serves the TokenReview webhook ([bridge] token_webhook_bind).
-func tokenWebhookListener(t *TenantViewOptions, log *slog.Logger) (*listener, error) {
+// With the tenant API (tenant, non-nil) it also serves the API's validating webhook and makes each
+// project's namespace at its first login.
+func tokenWebhookListener(t *TenantViewOptions, tenant *tenantAPIParts, log *slog.Logger) (*listener, error) {
 	var opts []keystone.Option
 	opts = append(opts, keystone.WithUserAgent("magnum-capi-bridge-token-webhook"))
 	if t.KeystoneCAFile != "" || t.KeystoneInsecure {
@@ -76,9 +79,12 @@ func tokenWebhookListener(t *TenantViewOptions, log *slog.Logger) (*listener, er
 		opts = append(opts, keystone.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 	}
 	wh := tenantview.NewWebhook(tenantview.KeystoneValidator{URL: t.KeystoneURL, Options: opts},
-		tenantview.Options{CacheTTL: t.CacheTTL, Logger: log})
+		tenantview.Options{CacheTTL: t.CacheTTL, Logger: log, OnProject: tenant.onProject()})
 	mux := http.NewServeMux()
 	mux.Handle(TokenReviewPath, wh)
+	if tenant != nil {
+		mux.Handle(tenantapi.AdmissionPath, tenant.admission)
+	}
 	l, err := newListener("token webhook", t.WebhookBind, mux, log)
 	if err != nil {
 		return nil, err
@@ -100,6 +106,7 @@ func discoveryListener(o *Options, st store, cfg *rest.Config, log *slog.Logger)
 	d := o.Bridge.Discovery
 	settings := discovery.Settings{Flavor: o.Bridge.Flavor, AllowedFlavors: o.Bridge.AllowedFlavors, NamespacePrefix: o.Bridge.NamespacePrefix,
 		DefaultKubernetesVersion: o.Bridge.DefaultKubernetesVersion, TenantView: o.Bridge.TenantView != nil, Server: d.Server,
+		TenantAPI:          o.Bridge.TenantView != nil && o.Bridge.TenantView.TenantAPI,
 		KubernetesVersions: o.Bridge.KubernetesVersions, AllowKubeTagImageMismatch: o.Bridge.AllowKubeTagImageMismatch}
 	if settings.Server == "" {
 		settings.Server = cfg.Host

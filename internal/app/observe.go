@@ -33,6 +33,15 @@ type observedStore struct {
 	notes   *notify.Notifier // nil: notifications off
 	ops     *operations
 	now     func() time.Time
+	// changed, when set, hears of every write to a cluster's rows (the tenant API's objects follow
+	// Magnum from there, without polling magnum-api).
+	changed func(ctx context.Context, clusterUUID string)
+}
+
+func (s *observedStore) wrote(ctx context.Context, clusterUUID string) {
+	if s.changed != nil {
+		s.changed(ctx, clusterUUID)
+	}
 }
 
 func newObservedStore(st conductor.Store, m *telemetry.Metrics, notes *notify.Notifier) *observedStore {
@@ -69,6 +78,7 @@ func (s *observedStore) CreateCluster(ctx context.Context, c *magnum.Cluster, gr
 	}
 	s.ops.start(c.UUID.Or(""), notify.ActionCreate, s.now())
 	s.notes.ClusterOperation(ctx, requestContext(ctx), notify.ActionCreate, notify.OutcomePending, c, groups)
+	s.wrote(ctx, c.UUID.Or(""))
 	return created, nil
 }
 
@@ -103,8 +113,12 @@ func (s *observedStore) ListClustersByStatus(ctx context.Context, statuses ...ma
 }
 
 func (s *observedStore) UpdateCluster(ctx context.Context, uuid string, u conductor.ClusterUpdate) error {
-	if err := s.dbErr(ctx, s.Store.UpdateCluster(ctx, uuid, u)); err != nil || u.Status == nil {
+	if err := s.dbErr(ctx, s.Store.UpdateCluster(ctx, uuid, u)); err != nil {
 		return err
+	}
+	s.wrote(ctx, uuid)
+	if u.Status == nil {
+		return nil
 	}
 	status := string(*u.Status)
 	st := *u.Status
@@ -167,6 +181,7 @@ func (s *observedStore) DeleteCluster(ctx context.Context, uuid string) error {
 	if _, fromSync := transitionFrom(ctx); fromSync {
 		s.metrics.StatusWritten(string(magnum.StatusDeleteComplete), -1)
 	}
+	s.wrote(ctx, uuid)
 	if cl != nil {
 		cl.Status.Set(magnum.StatusDeleteComplete)
 		// Magnum's periodic sync notifies the end of a delete as its admin context.
@@ -177,6 +192,9 @@ func (s *observedStore) DeleteCluster(ctx context.Context, uuid string) error {
 
 func (s *observedStore) CreateNodeGroup(ctx context.Context, ng *magnum.NodeGroup) (bool, error) {
 	created, err := s.Store.CreateNodeGroup(ctx, ng)
+	if err == nil {
+		s.wrote(ctx, ng.ClusterID.Or(""))
+	}
 	return created, s.dbErr(ctx, err)
 }
 
@@ -186,11 +204,19 @@ func (s *observedStore) GetNodeGroup(ctx context.Context, clusterUUID, uuid stri
 }
 
 func (s *observedStore) SaveNodeGroupChanges(ctx context.Context, ng *magnum.NodeGroup, onlyIfStatus ...magnum.ClusterStatus) error {
-	return s.dbErr(ctx, s.Store.SaveNodeGroupChanges(ctx, ng, onlyIfStatus...))
+	err := s.Store.SaveNodeGroupChanges(ctx, ng, onlyIfStatus...)
+	if err == nil {
+		s.wrote(ctx, ng.ClusterID.Or(""))
+	}
+	return s.dbErr(ctx, err)
 }
 
 func (s *observedStore) DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) error {
-	return s.dbErr(ctx, s.Store.DeleteNodeGroup(ctx, clusterUUID, uuid))
+	err := s.Store.DeleteNodeGroup(ctx, clusterUUID, uuid)
+	if err == nil {
+		s.wrote(ctx, clusterUUID)
+	}
+	return s.dbErr(ctx, err)
 }
 
 // operations remembers when each cluster's current operation started, in this process.

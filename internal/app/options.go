@@ -159,6 +159,13 @@ type TenantViewOptions struct {
 	KeystoneURL      string
 	KeystoneCAFile   string
 	KeystoneInsecure bool
+	// TenantAPI: tenants declare clusters as MagnumCluster objects in their namespace
+	// ([bridge] tenant_api; docs/tenant-api.md), reconciled through magnum-api with their own
+	// credentials; the webhook listener also validates those objects at admission.
+	TenantAPI bool
+	// TenantAPIRegion picks this bridge's magnum-api in the catalog (tenant_api_region_name, else
+	// cloud_region_name or [keystone_authtoken] region_name; empty: the credential's region).
+	TenantAPIRegion string
 }
 
 // DiscoveryOptions are [bridge] discovery_*.
@@ -484,6 +491,11 @@ func tenantViewOptionsFrom(f *config.File) (*TenantViewOptions, error) {
 	if t.CacheTTL, err = f.Seconds(bridgeSection, "tenant_view_cache_ttl", tenantview.DefaultCacheTTL); err != nil {
 		return nil, err
 	}
+	if t.TenantAPI, err = f.Bool(bridgeSection, "tenant_api", false); err != nil {
+		return nil, err
+	}
+	t.TenantAPIRegion = f.String(bridgeSection, "tenant_api_region_name",
+		f.String(bridgeSection, "cloud_region_name", f.String("keystone_authtoken", "region_name", "")))
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		return nil, &config.Error{Section: bridgeSection, Key: "token_webhook_cert_file", Reason: "token_webhook_cert_file and token_webhook_key_file go together"}
 	}

@@ -83,6 +83,7 @@ func Run(ctx context.Context, o *Options, version string) error {
 	}
 	mgr.Client.NamespaceQuota = o.Bridge.NamespaceQuota
 	mgr.Client.ProjectViewers = o.Bridge.TenantView != nil
+	mgr.Client.ProjectEditors = o.Bridge.TenantView != nil && o.Bridge.TenantView.TenantAPI
 	mgr.Client.Log = log
 	// ctx as an argument: Run replaces its ctx with the errgroup's below.
 	go func(ctx context.Context) {
@@ -96,8 +97,13 @@ func Run(ctx context.Context, o *Options, version string) error {
 			l.ln.Close()
 		}
 	}()
+	tenantParts, err := tenantAPI(o, st, mgr, log)
+	if err != nil {
+		return err
+	}
+	tenant := tenantParts.reconcilerOrNil()
 	if t := o.Bridge.TenantView; t != nil && t.WebhookBind != "" {
-		l, err := tokenWebhookListener(t, log)
+		l, err := tokenWebhookListener(t, tenantParts, log)
 		if err != nil {
 			return err
 		}
@@ -184,7 +190,11 @@ func Run(ctx context.Context, o *Options, version string) error {
 		return err
 	}
 	kicked := &kickMarks{}
-	cond := conductor.New(newObservedStore(st, metrics, notes), kube{Client: mgr.Client, kick: func(namespace, name string) {
+	observed := newObservedStore(st, metrics, notes)
+	if tenant != nil {
+		observed.changed = tenant.Kick
+	}
+	cond := conductor.New(observed, kube{Client: mgr.Client, kick: func(namespace, name string) {
 		kicked.mark(namespace + "/" + name)
 		mgr.Kick(namespace, name)
 	}}, certs.NewManager(certStore), conductor.Options{
@@ -215,6 +225,9 @@ func Run(ctx context.Context, o *Options, version string) error {
 		} else {
 			log.Info("status sync of every cluster queued", "clusters", n)
 		}
+		if tenant != nil {
+			tenant.KickAll(ctx)
+		}
 		if claims != nil {
 			// Operations of replicas that die later: resumed once their claims expire.
 			go cond.ResumeEvery(ctx, resumeInterval)
@@ -232,6 +245,12 @@ func Run(ctx context.Context, o *Options, version string) error {
 	mgr.Autoscalers = autoscalers
 	if err := mgr.Watch(&gatedSink{sink: cond, leader: leading, kicked: kicked}); err != nil {
 		return err
+	}
+	if tenant != nil {
+		tenant.Leading = leading
+		if err := tenant.Setup(ctx, mgr); err != nil {
+			return err
+		}
 	}
 	if err := countWatchEvents(ctx, mgr, o.Bridge.NamespacePrefix, metrics); err != nil {
 		return err

@@ -35,6 +35,19 @@ func TestTenantViewAndDiscoveryOptions(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9513", o.Bridge.Discovery.Bind)
 	require.Equal(t, "https://mgmt.example:6443", o.Bridge.Discovery.Server)
 	require.Equal(t, time.Minute, o.Bridge.Discovery.CacheTTL)
+	require.False(t, o.Bridge.TenantView.TenantAPI, "off by default")
+
+	f, err = config.Parse(quotaBase + "tenant_view = true\ntenant_api = true\ncloud_region_name = RegionOne\n" + keystoneAuthtoken)
+	require.NoError(t, err)
+	o, err = optionsFrom(f, nil)
+	require.NoError(t, err)
+	require.True(t, o.Bridge.TenantView.TenantAPI)
+	require.Equal(t, "RegionOne", o.Bridge.TenantView.TenantAPIRegion, "the cloud's region unless tenant_api_region_name says")
+	f, err = config.Parse(quotaBase + "tenant_view = true\ntenant_api = true\ncloud_region_name = RegionOne\ntenant_api_region_name = RegionTwo\n" + keystoneAuthtoken)
+	require.NoError(t, err)
+	o, err = optionsFrom(f, nil)
+	require.NoError(t, err)
+	require.Equal(t, "RegionTwo", o.Bridge.TenantView.TenantAPIRegion)
 }
 
 func TestTenantViewOptionErrors(t *testing.T) {

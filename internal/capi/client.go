@@ -67,6 +67,9 @@ type Client struct {
 	// ProjectViewers binds ProjectViewerRole to the project's Keystone group in every project
 	// namespace ([bridge] tenant_view).
 	ProjectViewers bool
+	// ProjectEditors binds ProjectEditorRole to the group of the project's members in every
+	// project namespace ([bridge] tenant_api).
+	ProjectEditors bool
 	self           selfSubject
 	applied        appliedCache
 	// cloudCache serves CloudFailures from informers (the manager's cache); nil: the apiserver.

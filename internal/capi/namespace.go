@@ -57,6 +57,17 @@ const (
 	// ProjectViewerRole is the ClusterRole (deploy/kubernetes/rbac.yaml) of a project's members in
 	// their namespace: get, list and watch of the CAPI objects and events; no Secrets, no writes.
 	ProjectViewerRole = "magnum-project-viewer"
+	// EditorBindingName binds ProjectEditorRole to the group of the project's members
+	// (kubegroup.ProjectRole(project, EditorKeystoneRole)) in a project namespace, when [bridge]
+	// tenant_api is on.
+	EditorBindingName = "magnum-project-cluster-editors"
+	// ProjectEditorRole is the ClusterRole (deploy/kubernetes/rbac.yaml) of a project's members in
+	// their namespace with the tenant API: MagnumClusters, and writes (never reads) of the Secrets
+	// holding their application credentials (admission policy CredentialSecretsPolicy).
+	ProjectEditorRole = "magnum-project-cluster-editor"
+	// EditorKeystoneRole is the Keystone role whose holders get ProjectEditorRole; the admission
+	// policy magnum-capi-bridge-binds-only-itself allows the bridge to bind it to that group only.
+	EditorKeystoneRole = "member"
 )
 
 // DefaultNamespaceQuota is [bridge] namespace_quota when unset: object-count limits that stop one
@@ -139,8 +150,9 @@ func validQuotaName(name corev1.ResourceName) error {
 }
 
 // EnsureProjectNamespace makes the project's namespace, labelled with the project id, with its
-// default-deny NetworkPolicy, its ResourceQuotas (c.NamespaceQuota, see resourceQuotas) and the
-// RoleBinding that lets the bridge read Secrets there. Everything is server-side applied, so running it again is a no-op
+// default-deny NetworkPolicy, its ResourceQuotas (c.NamespaceQuota, see resourceQuotas), the
+// RoleBinding that lets the bridge read Secrets there, and those of the project's Keystone groups
+// (c.ProjectViewers, c.ProjectEditors). Everything is server-side applied, so running it again is a no-op
 // and a changed quota reaches an existing namespace the next time it is ensured (a cluster create,
 // or EnsureProjectNamespaces at start-up).
 func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID string) error {
@@ -182,6 +194,13 @@ func (c *Client) EnsureProjectNamespace(ctx context.Context, name, projectID str
 			return err
 		}
 		objects = append(objects, vb)
+	}
+	if c.ProjectEditors {
+		eb, err := toApply(editorBinding(name, projectID))
+		if err != nil {
+			return err
+		}
+		objects = append(objects, eb)
 	}
 	// Applied moments ago with the same content (the project's previous create): nothing to do.
 	sum, err := objectsSum(objects)
@@ -331,6 +350,19 @@ func viewerBinding(namespace, projectID string) *rbacv1.RoleBinding {
 			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: kubegroup.Project(projectID)}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProjectViewerRole},
+	}
+}
+
+// editorBinding lets the tokens scoped to the project with the member role declare its clusters as
+// MagnumClusters and write their credential Secrets (docs/tenant-api.md).
+func editorBinding(namespace, projectID string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: EditorBindingName, Namespace: namespace,
+			Labels: map[string]string{templates.LabelManagedBy: templates.ManagedByValue}},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName,
+			Name: kubegroup.ProjectRole(projectID, EditorKeystoneRole)}},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProjectEditorRole},
 	}
 }
 

@@ -1,13 +1,23 @@
 package capi
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 func TestDefaultNamespaceQuotaParses(t *testing.T) {
@@ -48,6 +58,72 @@ func TestViewerBinding(t *testing.T) {
 	require.Equal(t, "magnum-p1", rb.Namespace)
 	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProjectViewerRole}, rb.RoleRef)
 	require.Equal(t, []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "keystone:project:p1"}}, rb.Subjects)
+}
+
+func TestEditorBinding(t *testing.T) {
+	rb := editorBinding("magnum-p1", "p1")
+	require.Equal(t, EditorBindingName, rb.Name)
+	require.Equal(t, "magnum-project-cluster-editors", rb.Name)
+	require.Equal(t, "magnum-p1", rb.Namespace)
+	require.Equal(t, "magnum-capi-bridge", rb.Labels["app.kubernetes.io/managed-by"])
+	require.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "magnum-project-cluster-editor"}, rb.RoleRef)
+	// The members only: a reader's token reads (viewer binding) but writes nothing.
+	require.Equal(t, []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "keystone:project:p1:role:member"}}, rb.Subjects)
+}
+
+// EnsureProjectNamespace applies the viewer binding with ProjectViewers and the editor binding with
+// ProjectEditors, and neither without.
+func TestEnsureProjectNamespaceTenantBindings(t *testing.T) {
+	for _, c := range []struct {
+		viewers, editors bool
+		want, notWant    []string
+	}{
+		{false, false, nil, []string{ViewerBindingName, EditorBindingName}},
+		{true, false, []string{ViewerBindingName}, []string{EditorBindingName}},
+		{true, true, []string{ViewerBindingName, EditorBindingName}, nil},
+	} {
+		var mu sync.Mutex
+		applied := map[string]*unstructured.Unstructured{}
+		cl := &Client{ProjectViewers: c.viewers, ProjectEditors: c.editors,
+			Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Apply: func(_ context.Context, _ client.WithWatch, ac runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+					// ApplyConfigurationFromUnstructured: the Unstructured inside.
+					obj := &unstructured.Unstructured{Object: ac.(runtime.Unstructured).UnstructuredContent()}
+					mu.Lock()
+					defer mu.Unlock()
+					applied[obj.GetKind()+"/"+obj.GetName()] = obj.DeepCopy()
+					return nil
+				},
+				Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+					switch r := obj.(type) {
+					case *authenticationv1.SelfSubjectReview:
+						r.Status.UserInfo.Username = "system:serviceaccount:magnum-capi-bridge:magnum-capi-bridge"
+					case *authorizationv1.SelfSubjectAccessReview:
+						r.Status.Allowed = true
+					default:
+						return fmt.Errorf("unexpected create of %T", obj)
+					}
+					return nil
+				},
+			}).Build()}
+		require.NoError(t, cl.EnsureProjectNamespace(context.Background(), "magnum-p1", "p1"))
+		require.Contains(t, applied, "Namespace/magnum-p1")
+		require.Contains(t, applied, "RoleBinding/"+RoleBindingName)
+		for _, name := range c.want {
+			rb := applied["RoleBinding/"+name]
+			require.NotNil(t, rb, "viewers %v, editors %v: %s", c.viewers, c.editors, name)
+			require.Equal(t, "magnum-p1", rb.GetNamespace())
+		}
+		for _, name := range c.notWant {
+			require.NotContains(t, applied, "RoleBinding/"+name, "viewers %v, editors %v", c.viewers, c.editors)
+		}
+		if c.editors {
+			subjects, _, _ := unstructured.NestedSlice(applied["RoleBinding/"+EditorBindingName].Object, "subjects")
+			require.Equal(t, []any{map[string]any{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "keystone:project:p1:role:member"}}, subjects)
+			role, _, _ := unstructured.NestedString(applied["RoleBinding/"+EditorBindingName].Object, "roleRef", "name")
+			require.Equal(t, ProjectEditorRole, role)
+		}
+	}
 }
 
 // The pods entry moves to a quota of every PriorityClass but the autoscalers'; their own quota admits

@@ -35,10 +35,15 @@ const ClassPolicy = "magnum-project-clusters-use-own-classes"
 // the bridge.
 const AutoscalerPolicy = "magnum-cluster-autoscaler-own-cluster"
 
+// CredentialSecretsPolicy keeps the Secret writes of Keystone users (usernames keystone:…, the
+// tenant API's ProjectEditorRole) to Secrets of type magnum.openstack.org/application-credential
+// (tenantapi.SecretType), their application credentials; it applies to the tenants, not to the bridge.
+const CredentialSecretsPolicy = "magnum-project-credential-secrets"
+
 // AdmissionPolicies are all the policies CheckAdmissionPolicies requires: ConfiningPolicies, then
-// ClassPolicy and AutoscalerPolicy.
+// ClassPolicy, AutoscalerPolicy and CredentialSecretsPolicy.
 func AdmissionPolicies() []string {
-	return append(slices.Clone(ConfiningPolicies), ClassPolicy, AutoscalerPolicy)
+	return append(slices.Clone(ConfiningPolicies), ClassPolicy, AutoscalerPolicy, CredentialSecretsPolicy)
 }
 
 // APIResource is a resource the bridge reads or writes, by group/version and plural name.

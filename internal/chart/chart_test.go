@@ -87,6 +87,10 @@ func TestDefaultValues(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, capi.AdmissionPolicies(), policyNames)
+	// The tenant API: off by default (no webhook, no Service for it), its RBAC always there.
+	require.NotContains(t, objs, "ValidatingWebhookConfiguration/magnum-capi-bridge-tenant-api")
+	require.NotContains(t, objs, "Service/mcb-magnum-capi-bridge-webhook")
+	tenantRBAC(t, objs)
 	// The autoscalers' PriorityClass, the one their Deployments name and the quota admits.
 	pc := objs["PriorityClass/"+autoscaler.PriorityClass]
 	require.NotNil(t, pc)
@@ -126,6 +130,132 @@ func TestDefaultValues(t *testing.T) {
 	require.Equal(t, "magnum-capi-bridge", f.String("bridge", "leader_election_namespace", ""), "where the Role lets it hold the Lease")
 	require.Equal(t, "magnum-", f.String("bridge", "namespace_prefix", ""))
 	require.Equal(t, "openstack", f.String("bridge", "default_infrastructure", ""))
+}
+
+// rule is one RBAC rule, as the chart writes it: groups, resources, names and verbs.
+type rule struct{ groups, resources, names, verbs []any }
+
+func ruleOf(r map[string]any) rule {
+	list := func(k string) []any {
+		l, _ := r[k].([]any)
+		return l
+	}
+	return rule{list("apiGroups"), list("resources"), list("resourceNames"), list("verbs")}
+}
+
+func strs(s ...string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+// tenantRBAC: the tenant API's rules. Every project member reads MagnumClusters; the members (editor)
+// write them and write, never read, Secrets; the bridge reconciles them and may bind the editor role.
+func tenantRBAC(t *testing.T, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	group := strs("coe.magnum.openstack.org")
+	var viewer []rule
+	for _, r := range rules(t, objs["ClusterRole/"+capi.ProjectViewerRole]) {
+		viewer = append(viewer, ruleOf(r))
+	}
+	require.Contains(t, viewer, rule{group, strs("magnumclusters"), nil, strs("get", "list", "watch")})
+	for _, r := range viewer {
+		require.NotContains(t, r.resources, "secrets", "viewers never read Secrets")
+	}
+
+	var editor []rule
+	for _, r := range rules(t, objs["ClusterRole/"+capi.ProjectEditorRole]) {
+		editor = append(editor, ruleOf(r))
+	}
+	require.Equal(t, []rule{
+		{group, strs("magnumclusters"), nil, strs("get", "list", "watch", "create", "update", "patch", "delete")},
+		{strs(""), strs("secrets"), nil, strs("create", "update", "patch", "delete")},
+	}, editor, "Secrets are write-only for tenants")
+
+	var bridge []rule
+	for _, r := range rules(t, objs["ClusterRole/magnum-capi-bridge"]) {
+		bridge = append(bridge, ruleOf(r))
+	}
+	require.Contains(t, bridge, rule{group, strs("magnumclusters"), nil, strs("get", "list", "watch", "update", "patch")})
+	require.Contains(t, bridge, rule{group, strs("magnumclusters/status"), nil, strs("get", "update", "patch")})
+	require.Contains(t, bridge, rule{group, strs("magnumclusters/finalizers"), nil, strs("update")})
+	require.Contains(t, bridge, rule{strs("rbac.authorization.k8s.io"), strs("clusterroles"),
+		strs(capi.SecretReaderRole, capi.ProjectViewerRole, capi.ProjectEditorRole), strs("bind")})
+	for _, r := range bridge {
+		if slices.Contains(r.groups, any("coe.magnum.openstack.org")) {
+			require.NotContains(t, r.verbs, "create", "the tenant creates its MagnumClusters")
+			require.NotContains(t, r.verbs, "delete", "the tenant deletes its MagnumClusters")
+		}
+	}
+}
+
+// tenantAPIValues turn the tenant API on.
+func tenantAPIValues() map[string]any {
+	return map[string]any{"enabled": true, "webhook": map[string]any{"tlsSecret": "bridge-webhook-tls", "caBundle": "Y2E="}}
+}
+
+// With tenantAPI.enabled: the bridge's configuration turns on the tenant view and API, its pod serves
+// the webhook port with the certificate, a Service exposes it and the apiserver is told to call it
+// for MagnumClusters.
+func TestTenantAPIValues(t *testing.T) {
+	objs := render(t, "openstack", map[string]any{"tenantAPI": tenantAPIValues()})
+	tenantRBAC(t, objs)
+
+	data, _, _ := unstructured.NestedStringMap(objs["Secret/mcb-magnum-capi-bridge-config"].Object, "stringData")
+	f, err := config.Parse(data["bridge.conf"])
+	require.NoError(t, err)
+	require.Equal(t, "true", f.String("bridge", "tenant_view", ""))
+	require.Equal(t, "true", f.String("bridge", "tenant_api", ""))
+	require.Equal(t, "0.0.0.0:9514", f.String("bridge", "token_webhook_bind", ""))
+	require.Equal(t, "/etc/magnum-capi-bridge-webhook/tls.crt", f.String("bridge", "token_webhook_cert_file", ""))
+	require.Equal(t, "/etc/magnum-capi-bridge-webhook/tls.key", f.String("bridge", "token_webhook_key_file", ""))
+
+	d := objs["Deployment/mcb-magnum-capi-bridge"]
+	c := container(t, d)
+	require.Contains(t, c["ports"], map[string]any{"name": "webhook", "containerPort": int64(9514), "protocol": "TCP"})
+	require.Contains(t, c["volumeMounts"], map[string]any{"name": "webhook-tls", "mountPath": "/etc/magnum-capi-bridge-webhook", "readOnly": true})
+	vols, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+	var tls map[string]any
+	for _, v := range vols {
+		if v.(map[string]any)["name"] == "webhook-tls" {
+			tls = v.(map[string]any)["secret"].(map[string]any)
+		}
+	}
+	require.NotNil(t, tls)
+	require.Equal(t, "bridge-webhook-tls", tls["secretName"])
+
+	svc := objs["Service/mcb-magnum-capi-bridge-webhook"]
+	require.NotNil(t, svc)
+	require.Equal(t, "openstack", svc.GetNamespace())
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	require.Equal(t, []any{map[string]any{"name": "webhook", "port": int64(443), "targetPort": "webhook", "protocol": "TCP"}}, ports)
+
+	vwc := objs["ValidatingWebhookConfiguration/magnum-capi-bridge-tenant-api"]
+	require.NotNil(t, vwc)
+	hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+	require.Len(t, hooks, 1)
+	h := hooks[0].(map[string]any)
+	require.Equal(t, "Fail", h["failurePolicy"])
+	require.Equal(t, "None", h["sideEffects"])
+	require.Equal(t, []any{"v1"}, h["admissionReviewVersions"])
+	require.EqualValues(t, 10, h["timeoutSeconds"])
+	require.Equal(t, []any{map[string]any{"apiGroups": []any{"coe.magnum.openstack.org"}, "apiVersions": []any{"*"},
+		"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"magnumclusters"}, "scope": "Namespaced"}}, h["rules"])
+	require.Equal(t, map[string]any{"caBundle": "Y2E=", "service": map[string]any{"name": "mcb-magnum-capi-bridge-webhook",
+		"namespace": "openstack", "path": "/validate/magnumclusters", "port": int64(443)}}, h["clientConfig"])
+
+	// Another port: the listener, the container port and the Service's target follow.
+	values := tenantAPIValues()
+	values["webhook"].(map[string]any)["port"] = 9600
+	objs = render(t, "openstack", map[string]any{"tenantAPI": values})
+	data, _, _ = unstructured.NestedStringMap(objs["Secret/mcb-magnum-capi-bridge-config"].Object, "stringData")
+	f, err = config.Parse(data["bridge.conf"])
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:9600", f.String("bridge", "token_webhook_bind", ""))
+	require.Contains(t, container(t, objs["Deployment/mcb-magnum-capi-bridge"])["ports"],
+		map[string]any{"name": "webhook", "containerPort": int64(9600), "protocol": "TCP"})
 }
 
 func TestNonDefaultValues(t *testing.T) {
@@ -195,4 +325,21 @@ func TestBadValuesAreRefused(t *testing.T) {
 	_, err = Render("mcb", "ns", map[string]any{"config": map[string]any{"magnumConf": magnumConf},
 		"metrics": map[string]any{"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}})
 	require.ErrorContains(t, err, "metrics.serviceMonitor needs metrics.service.enabled")
+
+	// The tenant API needs its certificate and CA, and owns the tenant view's listener keys.
+	for missing, want := range map[string]string{"tlsSecret": "tenantAPI.enabled needs tenantAPI.webhook.tlsSecret",
+		"caBundle": "tenantAPI.enabled needs tenantAPI.webhook.caBundle"} {
+		values := tenantAPIValues()
+		delete(values["webhook"].(map[string]any), missing)
+		_, err = Render("mcb", "ns", map[string]any{"config": map[string]any{"magnumConf": magnumConf}, "tenantAPI": values})
+		require.ErrorContains(t, err, want)
+	}
+	for _, key := range []string{"tenant_view", "tenant_api", "token_webhook_bind", "token_webhook_cert_file"} {
+		_, err = Render("mcb", "ns", map[string]any{"config": map[string]any{"magnumConf": magnumConf, "bridge": map[string]any{key: "x"}},
+			"tenantAPI": tenantAPIValues()})
+		require.ErrorContains(t, err, "config.bridge."+key+" is set by the chart")
+	}
+	// Without the tenant API they are the operator's (the tenant view alone).
+	_, err = Render("mcb", "ns", map[string]any{"config": map[string]any{"magnumConf": magnumConf, "bridge": map[string]any{"tenant_view": "true"}}})
+	require.NoError(t, err)
 }

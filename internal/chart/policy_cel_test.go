@@ -9,12 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/utils/ptr"
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/autoscaler"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/capi"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/kubegroup"
 )
 
 // policy is one rendered ValidatingAdmissionPolicy's expressions, compiled with the apiserver's CEL
@@ -85,22 +88,32 @@ func compilePolicies(t *testing.T) map[string]*policy {
 		}
 		out[p.name] = p
 	}
-	require.Len(t, out, 7)
+	require.Len(t, out, 8)
 	return out
 }
 
 // admit evaluates the policy as the apiserver would for one request: "" when it matches and every
-// validation holds (or it does not match), else the first refusal's message.
+// validation holds (or it does not match), else the first refusal's message. The operation is
+// CREATE without oldObject, DELETE without object, else UPDATE.
 func (p *policy) admit(t *testing.T, user, namespace string, object, oldObject map[string]any) string {
 	t.Helper()
-	name := ""
-	if object != nil {
-		name, _, _ = unstructured.NestedString(object, "metadata", "name")
+	name, operation := "", "UPDATE"
+	switch {
+	case oldObject == nil:
+		operation = "CREATE"
+	case object == nil:
+		operation = "DELETE"
+	}
+	for _, o := range []map[string]any{object, oldObject} {
+		if o != nil && name == "" {
+			name, _, _ = unstructured.NestedString(o, "metadata", "name")
+		}
 	}
 	vars := map[string]any{}
 	act := map[string]any{
 		"object": object, "oldObject": oldObject, "variables": vars,
-		"request": map[string]any{"userInfo": map[string]any{"username": user}, "namespace": namespace, "name": name},
+		"request": map[string]any{"userInfo": map[string]any{"username": user}, "namespace": namespace, "name": name,
+			"operation": operation},
 		"namespaceObject": map[string]any{"metadata": map[string]any{"name": namespace, "labels": map[string]any{
 			"app.kubernetes.io/managed-by": "magnum-capi-bridge", "magnum.openstack.org/project-id": "0123abcd"}}},
 	}
@@ -257,4 +270,82 @@ func TestAutoscalerPolicies(t *testing.T) {
 	require.Contains(t, own.admit(t, sa, ns, machine("web-1a2b3c4d", 5), machine("web-1a2b3c4d", 0)), "may only annotate Machine web-1a2b3c4d-m")
 	require.Empty(t, own.admit(t, bridgeUser, ns, machine("web-9", 5), machine("web-9", 0)), "the bridge: not matched")
 	require.Empty(t, own.admit(t, "system:serviceaccount:other:web-9-autoscaler", ns, machine("web-9", 5), machine("web-9", 0)), "another namespace's account: not matched")
+}
+
+// The tenant API's RoleBinding: the bridge may bind magnum-project-cluster-editor to the group of the
+// namespace's own project's members, and to nobody else; the viewer role keeps its own subject.
+func TestBridgeBindsTheEditorRole(t *testing.T) {
+	binds := compilePolicies(t)["magnum-capi-bridge-binds-only-itself"]
+	ns := "magnum-0123abcd" // admit's namespace is labelled with project id 0123abcd
+	binding := func(role string, subjects ...rbacv1.Subject) map[string]any {
+		return toMap(t, &rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}, Subjects: subjects})
+	}
+	group := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: name}
+	}
+	members := group(kubegroup.ProjectRole("0123abcd", capi.EditorKeystoneRole))
+	require.Equal(t, "keystone:project:0123abcd:role:member", members.Name)
+
+	require.Empty(t, binds.admit(t, bridgeUser, ns, binding(capi.ProjectEditorRole, members), nil))
+	require.Empty(t, binds.admit(t, bridgeUser, ns, binding(capi.ProjectViewerRole, group(kubegroup.Project("0123abcd"))), nil))
+	require.Empty(t, binds.admit(t, "system:admin", ns, binding(capi.ProjectEditorRole, group("system:authenticated")), nil), "not the bridge: not matched")
+	for what, b := range map[string]map[string]any{
+		"the project's every token":     binding(capi.ProjectEditorRole, group(kubegroup.Project("0123abcd"))),
+		"its readers":                   binding(capi.ProjectEditorRole, group(kubegroup.ProjectRole("0123abcd", "reader"))),
+		"its admins":                    binding(capi.ProjectEditorRole, group(kubegroup.ProjectRole("0123abcd", "admin"))),
+		"another project's members":     binding(capi.ProjectEditorRole, group(kubegroup.ProjectRole("4567ef", capi.EditorKeystoneRole))),
+		"a user":                        binding(capi.ProjectEditorRole, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "keystone:u1"}),
+		"everyone":                      binding(capi.ProjectEditorRole, group("system:authenticated")),
+		"two subjects":                  binding(capi.ProjectEditorRole, members, members),
+		"no subject":                    binding(capi.ProjectEditorRole),
+		"the viewer role, to members":   binding(capi.ProjectViewerRole, members),
+		"the secret reader, to members": binding(capi.SecretReaderRole, members),
+	} {
+		got := binds.admit(t, bridgeUser, ns, b, nil)
+		require.True(t, strings.HasPrefix(got, binds.name+": "), "%s: %q", what, got)
+		require.Contains(t, got, "magnum-project-cluster-editor to the group keystone:project:<the namespace's project id>:role:member", what)
+	}
+}
+
+// Tenants (Keystone users) write, and delete, Secrets of the application-credential type only.
+func TestTenantsWriteOnlyCredentialSecrets(t *testing.T) {
+	secrets := compilePolicies(t)[capi.CredentialSecretsPolicy]
+	require.NotNil(t, secrets)
+	ns, tenant := "magnum-0123abcd", "keystone:1f2e3d4c"
+	secret := func(typ corev1.SecretType) map[string]any {
+		return toMap(t, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: "my-credential", Namespace: ns}, Type: typ,
+			Data: map[string][]byte{"clouds.yaml": []byte("clouds: {}")}})
+	}
+	credential := secret("magnum.openstack.org/application-credential") // tenantapi.SecretType
+
+	// Allowed: create, update and delete an application credential.
+	require.Empty(t, secrets.admit(t, tenant, ns, credential, nil))
+	require.Empty(t, secrets.admit(t, tenant, ns, credential, credential))
+	require.Empty(t, secrets.admit(t, tenant, ns, nil, credential))
+	// Not matched: the bridge, an administrator, a ServiceAccount.
+	for _, user := range []string{bridgeUser, "magnum-capi-bridge-admin", "system:serviceaccount:" + ns + ":web-autoscaler"} {
+		require.Empty(t, secrets.admit(t, user, ns, secret(corev1.SecretTypeOpaque), nil), user)
+		require.Empty(t, secrets.admit(t, user, ns, nil, secret(corev1.SecretTypeTLS)), user)
+	}
+
+	for what, c := range map[string]struct{ object, oldObject map[string]any }{
+		"create Opaque":                    {secret(corev1.SecretTypeOpaque), nil},
+		"create without a type":            {secret(""), nil},
+		"create a ServiceAccount token":    {secret(corev1.SecretTypeServiceAccountToken), nil},
+		"create a CA (kubernetes.io/tls)":  {secret(corev1.SecretTypeTLS), nil},
+		"overwrite a cluster's Secret":     {credential, secret("cluster.x-k8s.io/secret")},
+		"update an Opaque Secret":          {secret(corev1.SecretTypeOpaque), secret(corev1.SecretTypeOpaque)},
+		"turn a credential into Opaque":    {secret(corev1.SecretTypeOpaque), credential},
+		"delete a kubeconfig Secret":       {nil, secret("cluster.x-k8s.io/secret")},
+		"delete the cloud-config (Opaque)": {nil, secret(corev1.SecretTypeOpaque)},
+	} {
+		got := secrets.admit(t, tenant, ns, c.object, c.oldObject)
+		require.True(t, strings.HasPrefix(got, secrets.name+": "), "%s: %q", what, got)
+		require.Contains(t, got, "Secret my-credential: tenants may only write Secrets of type magnum.openstack.org/application-credential", what)
+		require.Contains(t, got, "kubectl create secret generic NAME --type=magnum.openstack.org/application-credential --from-file=clouds.yaml", what)
+	}
 }

@@ -69,6 +69,8 @@ func TestBuild(t *testing.T) {
 	k := d.Interfaces[1].(KubernetesInterface)
 	require.Equal(t, "magnum-<keystone project id>", k.NamespaceRule)
 	require.Contains(t, k.Resources, "devmachines.infrastructure.cluster.x-k8s.io")
+	require.Empty(t, k.APIs, "no tenant API")
+	require.NotContains(t, k.Resources, "magnumclusters.coe.magnum.openstack.org")
 	require.False(t, d.StorageClasses.Available)
 	require.Contains(t, d.StorageClasses.Note, "no Cinder")
 	require.NotEmpty(t, d.Labels)
@@ -101,6 +103,32 @@ func TestBuild(t *testing.T) {
 	doc["node_types"] = []any{map[string]any{"name": "x", "id": "1", "vcpus": 0, "ram_mib": 1, "disk_gib": 0}}
 	bad, _ := json.Marshal(doc)
 	require.Error(t, ValidateDocument(bad, "../../docs/managed-kubernetes.schema.json"))
+
+	// With the tenant API the kubernetes-native interface lists MagnumCluster, in the project's namespace.
+	s.TenantAPI = true
+	d = Build(seedFacts(), s, now)
+	require.Len(t, d.Interfaces, 2)
+	k = d.Interfaces[1].(KubernetesInterface)
+	require.Equal(t, []KubernetesAPI{{Group: "coe.magnum.openstack.org", Version: "v1alpha1", Kind: "MagnumCluster",
+		Resource: "magnumclusters", Namespace: "magnum-<keystone project id>"}}, k.APIs)
+	require.Contains(t, k.Resources, "magnumclusters.coe.magnum.openstack.org")
+	require.Contains(t, k.Access, "magnum.openstack.org/application-credential")
+	body, err = json.Marshal(d)
+	require.NoError(t, err)
+	validateAgainstSchema(t, body)
+	var withAPI map[string]any
+	require.NoError(t, json.Unmarshal(body, &withAPI))
+	apis := withAPI["interfaces"].([]any)[1].(map[string]any)["apis"]
+	require.Equal(t, []any{map[string]any{"group": "coe.magnum.openstack.org", "version": "v1alpha1", "kind": "MagnumCluster",
+		"resource": "magnumclusters", "namespace": "magnum-<keystone project id>"}}, apis)
+	// An api without its namespace is not valid.
+	delete(apis.([]any)[0].(map[string]any), "namespace")
+	bad, _ = json.Marshal(withAPI)
+	require.Error(t, ValidateDocument(bad, "../../docs/managed-kubernetes.schema.json"))
+	// The tenant API without the tenant view: no kubernetes-native interface at all.
+	d = Build(seedFacts(), Settings{Flavor: templates.FlavorInMemory, NamespacePrefix: "magnum-", DefaultKubernetesVersion: "v1.36.3",
+		TenantAPI: true}, now)
+	require.Len(t, d.Interfaces, 1)
 }
 
 func TestHandlerCache(t *testing.T) {

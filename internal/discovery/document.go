@@ -12,6 +12,7 @@ import (
 
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/addons"
 	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/templates"
+	"github.com/magnum-capi-bridge/magnum-capi-bridge/internal/tenantapi/v1alpha1"
 )
 
 // SchemaVersion is the document's "schema_version"; bump it with an incompatible change of the schema.
@@ -45,7 +46,8 @@ type MagnumInterface struct {
 	Documentation string     `json:"documentation,omitempty"`
 }
 
-// KubernetesInterface is the project's CAPI objects in the management cluster, read-only.
+// KubernetesInterface is the project's CAPI objects in the management cluster, read-only, and with
+// the tenant API its MagnumClusters, which the project's members write.
 type KubernetesInterface struct {
 	Type                     string   `json:"type"` // "kubernetes-native"
 	Server                   string   `json:"server"`
@@ -54,7 +56,20 @@ type KubernetesInterface struct {
 	Authentication           string   `json:"authentication"`
 	Access                   string   `json:"access"`
 	Resources                []string `json:"resources"`
-	Documentation            string   `json:"documentation,omitempty"`
+	// APIs are the bridge's own APIs served there (the tenant API); none without it.
+	APIs          []KubernetesAPI `json:"apis,omitempty"`
+	Documentation string          `json:"documentation,omitempty"`
+}
+
+// KubernetesAPI is a kind a client may write to provision clusters through the management cluster:
+// its group, version, kind and plural resource name, and the namespace to write it in.
+type KubernetesAPI struct {
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Kind     string `json:"kind"`
+	Resource string `json:"resource"`
+	// Namespace is the namespace rule: the project's namespace, <namespace_prefix><keystone project id>.
+	Namespace string `json:"namespace"`
 }
 
 // Endpoint is a catalog endpoint.
@@ -141,6 +156,9 @@ type Settings struct {
 	AllowKubeTagImageMismatch bool
 	// TenantView: the kubernetes-native interface is offered ([bridge] tenant_view).
 	TenantView bool
+	// TenantAPI: that interface also lists the tenant API's MagnumCluster ([bridge] tenant_api;
+	// only with TenantView).
+	TenantAPI bool
 	// Server and CA are the management cluster's API server as tenants reach it.
 	Server, CertificateAuthorityData string
 }
@@ -167,13 +185,24 @@ func Build(f Facts, s Settings, now time.Time) Document {
 	d.Interfaces = append(d.Interfaces, MagnumInterface{Type: "openstack-magnum", Endpoints: endpoints,
 		Documentation: "OpenStack Magnum container-infra API v1: openstack coe …, Terraform openstack_containerinfra_*, Horizon"})
 	if s.TenantView {
-		d.Interfaces = append(d.Interfaces, KubernetesInterface{Type: "kubernetes-native", Server: s.Server, CertificateAuthorityData: s.CertificateAuthorityData,
-			NamespaceRule:  s.NamespacePrefix + "<keystone project id>",
+		namespace := s.NamespacePrefix + "<keystone project id>"
+		k := KubernetesInterface{Type: "kubernetes-native", Server: s.Server, CertificateAuthorityData: s.CertificateAuthorityData,
+			NamespaceRule:  namespace,
 			Authentication: "a Keystone token as bearer token (kubeconfig exec credential running `openstack token issue`), validated by the bridge's token webhook",
 			Access:         "read-only (get, list, watch) in the token's project namespace; never Secrets",
 			Resources: append([]string{"clusters.cluster.x-k8s.io", "machinedeployments.cluster.x-k8s.io", "machinesets.cluster.x-k8s.io",
 				"machines.cluster.x-k8s.io", "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io"}, append(infraResources(s.Flavor, s.AllowedFlavors), "events")...),
-			Documentation: "docs/tenant-view.md"})
+			Documentation: "docs/tenant-view.md"}
+		if s.TenantAPI {
+			k.Access = "read-only (get, list, watch) of the resources in the token's project namespace, never Secrets; " +
+				"a token with the member role also writes the apis' objects there (create, update, patch, delete) and, write-only, " +
+				"Secrets of type magnum.openstack.org/application-credential (the clouds.yaml they are reconciled with)"
+			k.Resources = append(k.Resources, v1alpha1.Resource+"."+v1alpha1.Group)
+			k.APIs = []KubernetesAPI{{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: v1alpha1.Kind, Resource: v1alpha1.Resource,
+				Namespace: namespace}}
+			k.Documentation = "docs/tenant-view.md, docs/tenant-api.md"
+		}
+		d.Interfaces = append(d.Interfaces, k)
 	}
 	policy := templates.VersionPolicy{Supported: s.KubernetesVersions, AllowImageMismatch: s.AllowKubeTagImageMismatch}
 	if policy.Supported.IsZero() {
@@ -188,6 +217,10 @@ func Build(f Facts, s Settings, now time.Time) Document {
 		"the kubernetes-native interface's objects are Cluster API's (cluster.x-k8s.io), read-only; changes go through the Magnum API",
 		"add-ons (CNI choice, CSI, ingress, monitoring) are chosen by labels, not by a standard field",
 		"cluster and node-group health are Magnum's status values (CREATE_COMPLETE, …) and health_status (HEALTHY, UNHEALTHY, UNKNOWN)",
+	}
+	if s.TenantView && s.TenantAPI {
+		d.NotStandardised[2] = "the kubernetes-native interface's objects are Cluster API's (cluster.x-k8s.io), read-only, and this bridge's own " +
+			"MagnumCluster (apis), which it reconciles through the Magnum API: changes go through the Magnum API either way"
 	}
 	return d
 }

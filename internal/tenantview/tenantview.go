@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -99,6 +100,10 @@ type Options struct {
 	Logger    *slog.Logger
 	// Now is the clock (tests).
 	Now func() time.Time
+	// OnProject, when set, is called once per process for each project a token is scoped to,
+	// before the token is answered: the tenant API makes the project's namespace there, so that a
+	// project's first login finds it.
+	OnProject func(ctx context.Context, projectID string) error
 }
 
 // DefaultCacheTTL and DefaultCacheSize are the defaults of [bridge] tenant_view_cache_ttl and the
@@ -118,6 +123,8 @@ type Webhook struct {
 	opts      Options
 	cache     *cache.LRUExpireCache
 	flight    singleflight.Group
+	// projects are those OnProject succeeded for.
+	projects sync.Map
 }
 
 type cached struct {
@@ -222,12 +229,29 @@ func (h *Webhook) validate(ctx context.Context, token keystone.Secret) (cached, 
 		}
 		c := cached{who: who}
 		h.add(key, c, min(ttl, h.opts.CacheTTL))
+		h.seeProject(ctx, who.ProjectID)
 		return c, nil
 	})
 	if err != nil {
 		return cached{}, err
 	}
 	return v.(cached), nil
+}
+
+// seeProject runs OnProject for a project not seen yet; a failure is logged and tried again with the
+// project's next token, never a reason to refuse this one.
+func (h *Webhook) seeProject(ctx context.Context, projectID string) {
+	if h.opts.OnProject == nil || projectID == "" {
+		return
+	}
+	if _, done := h.projects.Load(projectID); done {
+		return
+	}
+	if err := h.opts.OnProject(ctx, projectID); err != nil {
+		h.opts.Logger.Warn("token review: preparing the project", "project", projectID, "error", err)
+		return
+	}
+	h.projects.Store(projectID, true)
 }
 
 func (h *Webhook) add(key string, c cached, ttl time.Duration) {

@@ -146,3 +146,26 @@ func TestWebhookCacheExpiry(t *testing.T) {
 	review(t, h, "authentication.k8s.io/v1", "t")
 	require.EqualValues(t, 4, v.calls.Load())
 }
+
+func TestWebhookPreparesEachProjectOnce(t *testing.T) {
+	v := &fakeValidator{token: "t", who: keystone.Identity{UserID: "u1", ProjectID: "p1", ExpiresAt: time.Now().Add(time.Hour)}}
+	var prepared []string
+	fail := true
+	h := NewWebhook(v, Options{OnProject: func(_ context.Context, project string) error {
+		prepared = append(prepared, project)
+		if fail {
+			return errors.New("apiserver busy")
+		}
+		return nil
+	}})
+	_, out := review(t, h, "authentication.k8s.io/v1", "t")
+	require.True(t, out.Status.Authenticated, "a failure to prepare the project does not refuse the token")
+	fail = false
+	review(t, h, "authentication.k8s.io/v1", "t")
+	review(t, h, "authentication.k8s.io/v1", "t")
+	require.Equal(t, []string{"p1", "p1"}, prepared, "tried again after the failure, then not again")
+
+	v.who.ProjectID = ""
+	review(t, h, "authentication.k8s.io/v1", "t")
+	require.Len(t, prepared, 2, "an unscoped token has no project")
+}

@@ -48,6 +48,9 @@ func TestChartServerSideDryRun(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"default":     {"config": map[string]any{"magnumConf": "[DEFAULT]\ntransport_url = rabbit://u:p@rabbit:5672/\n"}},
 		"non-default": nonDefaultValues(),
+		// The tenant API's Service and ValidatingWebhookConfiguration (and the CRD's resource in RBAC).
+		"tenant-api": {"config": map[string]any{"magnumConf": "[DEFAULT]\ntransport_url = rabbit://u:p@rabbit:5672/\n"},
+			"tenantAPI": map[string]any{"enabled": true, "webhook": map[string]any{"tlsSecret": "magnum-capi-bridge-webhook-tls", "caBundle": "Y2E="}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rendered, err := chart.Render(chart.Name, chart.Name, values)
@@ -59,7 +62,7 @@ func TestChartServerSideDryRun(t *testing.T) {
 				kinds[o.GetKind()]++
 			}
 			require.Equal(t, 1, kinds["Deployment"])
-			require.Equal(t, 7, kinds["ValidatingAdmissionPolicy"])
+			require.Equal(t, 8, kinds["ValidatingAdmissionPolicy"])
 			require.Equal(t, 1, kinds["PriorityClass"])
 			// The same field manager as deploy/local/bridge-rbac.sh, which applied deploy/kubernetes.
 			out, err := kubectl(t, admin, chart.Manifest(rendered), "apply", "--server-side", "--dry-run=server",

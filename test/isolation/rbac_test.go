@@ -78,6 +78,13 @@ func TestBridgeRBAC(t *testing.T) {
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, "create", "patch")...)
 	allowed = append(allowed, with(attrs{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: capi.SecretReaderRole}, "bind")...)
 	allowed = append(allowed, with(attrs{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: capi.ProjectViewerRole}, "bind")...)
+	allowed = append(allowed, with(attrs{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: capi.ProjectEditorRole}, "bind")...)
+	// The tenant API: the tenants' MagnumClusters, reconciled (never created or deleted by the bridge).
+	tenantAPIGroup := "coe.magnum.openstack.org"
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: tenantAPIGroup, Resource: "magnumclusters"}, "get", "update", "patch")...)
+	allowed = append(allowed, with(attrs{Group: tenantAPIGroup, Resource: "magnumclusters"}, "list", "watch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: tenantAPIGroup, Resource: "magnumclusters", Subresource: "status"}, "get", "update", "patch")...)
+	allowed = append(allowed, with(attrs{Namespace: ns, Group: tenantAPIGroup, Resource: "magnumclusters", Subresource: "finalizers"}, "update")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Resource: "secrets"}, "get", "create", "patch", "deletecollection")...)
 	allowed = append(allowed, with(attrs{Group: capiGroup, Resource: "clusters"}, "list", "watch")...)
 	allowed = append(allowed, with(attrs{Namespace: ns, Group: capiGroup, Resource: "clusters"}, "delete")...)
@@ -171,6 +178,8 @@ func TestBridgeRBAC(t *testing.T) {
 		{Verb: "create", Namespace: ns, Group: "batch", Resource: "cronjobs"},
 		{Verb: "list", Namespace: ns, Resource: "pods"},
 		{Verb: "create", Group: "scheduling.k8s.io", Resource: "priorityclasses"},
+		{Verb: "create", Namespace: ns, Group: tenantAPIGroup, Resource: "magnumclusters"},
+		{Verb: "delete", Namespace: ns, Group: tenantAPIGroup, Resource: "magnumclusters"},
 	}
 
 	for _, a := range allowed {
@@ -259,6 +268,14 @@ func TestBridgeWritesOnlyProjectNamespaces(t *testing.T) {
 	refused("the Secret reader role for the project's group",
 		f.bridge.Create(ctx, binding(capi.SecretReaderRole, group(kubegroup.Project(project))), dry),
 		"magnum-capi-bridge-binds-only-itself")
+	// The tenant API's role: only to the group of the namespace's own project's members.
+	require.NoError(t, f.bridge.Create(ctx, binding(capi.ProjectEditorRole, group(kubegroup.ProjectRole(project, capi.EditorKeystoneRole))), dry))
+	refused("the editor role for the project's every token",
+		f.bridge.Create(ctx, binding(capi.ProjectEditorRole, group(kubegroup.Project(project))), dry),
+		"magnum-capi-bridge-binds-only-itself")
+	refused("the editor role for another project's members",
+		f.bridge.Create(ctx, binding(capi.ProjectEditorRole, group(kubegroup.ProjectRole(testutil.RandomHex(16), capi.EditorKeystoneRole))), dry),
+		"magnum-capi-bridge-binds-only-itself")
 	err := f.bridge.Create(ctx, binding("cluster-admin", self), dry)
 	require.True(t, apierrors.IsForbidden(err), "binding cluster-admin to itself: %v", err)
 	require.Contains(t, err.Error(), "attempting to grant RBAC permissions not currently held")
@@ -296,6 +313,7 @@ func TestProjectViewerRBAC(t *testing.T) {
 		{Group: "infrastructure.cluster.x-k8s.io", Resource: "devclusters"}, {Group: "infrastructure.cluster.x-k8s.io", Resource: "devmachines"},
 		{Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackclusters"}, {Group: "infrastructure.cluster.x-k8s.io", Resource: "openstackmachines"},
 		{Resource: "events"}, {Group: "events.k8s.io", Resource: "events"},
+		{Group: "coe.magnum.openstack.org", Resource: "magnumclusters"},
 	}
 	// Poll: the authorizer follows new RoleBindings through a watch.
 	require.Eventually(t, func() bool {

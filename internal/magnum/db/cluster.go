@@ -227,10 +227,22 @@ func (s *Store) deleteOrphanNodeGroups(ctx context.Context, uuid string) error {
 // ListPublicClusterTemplates reads the public, not hidden cluster templates (the discovery document's
 // Kubernetes versions), oldest first.
 func (s *Store) ListPublicClusterTemplates(ctx context.Context) ([]*ClusterTemplate, error) {
-	rows, err := s.readMany(ctx, clusterTemplateTable, fmt.Sprintf("%s = ? AND (%s = ? OR %s IS NULL) ORDER BY %s",
+	return s.clusterTemplates(ctx, "list public cluster templates", fmt.Sprintf("%s = ? AND (%s = ? OR %s IS NULL) ORDER BY %s",
 		s.quote("public"), s.quote("hidden"), s.quote("hidden"), s.quote("id")), true, false)
+}
+
+// FindClusterTemplates reads the cluster templates a project may use that are named ident or have
+// the uuid ident: its own and the public ones, as magnum-api resolves a name for it.
+func (s *Store) FindClusterTemplates(ctx context.Context, projectID, ident string) ([]*ClusterTemplate, error) {
+	return s.clusterTemplates(ctx, "find cluster template "+ident, fmt.Sprintf("(%s = ? OR %s = ?) AND (%s = ? OR %s = ?) ORDER BY %s",
+		s.quote("uuid"), s.quote("name"), s.quote("public"), s.quote("project_id"), s.quote("id")), ident, ident, true, projectID)
+}
+
+// clusterTemplates reads the cluster templates where holds.
+func (s *Store) clusterTemplates(ctx context.Context, op, where string, args ...any) ([]*ClusterTemplate, error) {
+	rows, err := s.readMany(ctx, clusterTemplateTable, where, args...)
 	if err != nil {
-		return nil, opError("list public cluster templates", err)
+		return nil, opError(op, err)
 	}
 	out := make([]*ClusterTemplate, 0, len(rows))
 	for _, r := range rows {

@@ -497,3 +497,37 @@ func TestX509KeyPairs(t *testing.T) {
 		assert.ErrorIs(t, err, magnum.ErrX509KeyPairNotFound)
 	})
 }
+
+func TestFindClusterTemplates(t *testing.T) {
+	eachBackend(t, dbtest.Zed, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		insert := func(name, project string, public bool) string {
+			id := newUUID(t)
+			execAdmin(t, s, "INSERT INTO cluster_template (uuid, name, coe, public, server_type, project_id) VALUES (?, ?, ?, ?, ?, ?)",
+				id, name, "kubernetes", public, "vm", project)
+			return id
+		}
+		own := insert("k8s-own", "p-1", false)
+		public := insert("k8s-public", "p-9", true)
+		other := insert("k8s-other", "p-2", false)
+		insert("k8s-twice", "p-1", false)
+		insert("k8s-twice", "p-9", true)
+
+		ids := func(project, ident string) []string {
+			found, err := s.FindClusterTemplates(ctx, project, ident)
+			require.NoError(t, err)
+			var out []string
+			for _, f := range found {
+				out = append(out, f.UUID)
+			}
+			return out
+		}
+		assert.Equal(t, []string{own}, ids("p-1", "k8s-own"))
+		assert.Equal(t, []string{own}, ids("p-1", own), "by uuid")
+		assert.Equal(t, []string{public}, ids("p-1", "k8s-public"), "a public template of another project")
+		assert.Empty(t, ids("p-1", "k8s-other"), "another project's private template")
+		assert.Empty(t, ids("p-1", other))
+		assert.Len(t, ids("p-1", "k8s-twice"), 2)
+		assert.Empty(t, ids("p-1", "nope"))
+	})
+}

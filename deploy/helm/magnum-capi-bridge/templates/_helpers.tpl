@@ -46,10 +46,38 @@ metrics_bind = 0.0.0.0:{{ .Values.metrics.port }}
 # policies allow it.
 leader_election = {{ .Values.leaderElection.enabled }}
 leader_election_namespace = {{ .Release.Namespace }}
+{{- $owned := list "kubeconfig" "metrics_bind" "leader_election" "leader_election_namespace" }}
+{{- if .Values.tenantAPI.enabled }}
+{{- $owned = concat $owned (list "tenant_view" "tenant_api" "token_webhook_bind" "token_webhook_cert_file" "token_webhook_key_file") }}
+# The tenant API (tenantAPI.enabled) and the tenant view it needs: the token webhook's listener, behind
+# the Service {{ include "mcb.fullname" . }}-webhook, also serves the admission webhook of MagnumClusters.
+tenant_view = true
+tenant_api = true
+token_webhook_bind = 0.0.0.0:{{ .Values.tenantAPI.webhook.port }}
+token_webhook_cert_file = {{ include "mcb.webhookCertDir" . }}/tls.crt
+token_webhook_key_file = {{ include "mcb.webhookCertDir" . }}/tls.key
+{{- end }}
 {{- range $k, $v := .Values.config.bridge }}
-{{- if has $k (list "kubeconfig" "metrics_bind" "leader_election" "leader_election_namespace") }}
+{{- if has $k $owned }}
 {{- fail (printf "config.bridge.%s is set by the chart" $k) }}
 {{- end }}
 {{ $k }} = {{ $v }}
+{{- end }}
+{{- end -}}
+
+{{/* Where the pod mounts tenantAPI.webhook.tlsSecret. */}}
+{{- define "mcb.webhookCertDir" -}}
+/etc/magnum-capi-bridge-webhook
+{{- end -}}
+
+{{/* tenantAPI.enabled needs its certificate and CA. */}}
+{{- define "mcb.checkTenantAPI" -}}
+{{- if .Values.tenantAPI.enabled }}
+{{- if not .Values.tenantAPI.webhook.tlsSecret }}
+{{- fail "tenantAPI.enabled needs tenantAPI.webhook.tlsSecret (a kubernetes.io/tls Secret with the webhook's serving certificate)" }}
+{{- end }}
+{{- if not .Values.tenantAPI.webhook.caBundle }}
+{{- fail "tenantAPI.enabled needs tenantAPI.webhook.caBundle (the base64 PEM of the CA that signed tenantAPI.webhook.tlsSecret)" }}
+{{- end }}
 {{- end }}
 {{- end -}}
