@@ -305,6 +305,8 @@ func TestDiscoveryDocument(t *testing.T) {
 	require.Contains(t, string(raw), `"url":"http://127.0.0.1:9511`)
 	require.Contains(t, string(raw), `"namespace_rule":"magnum-\u003ckeystone project id\u003e"`)
 	require.Contains(t, string(raw), `"server":"`+mgmtServer+`"`)
+	// The tenant API next to it (docs/tenant-api.md): a client finds group, version and kind here.
+	require.Contains(t, string(raw), `{"group":"coe.magnum.openstack.org","version":"v1alpha1","kind":"MagnumCluster","resource":"magnumclusters"`)
 	require.NotEmpty(t, d.Regions)
 	require.NotEmpty(t, d.Labels)
 
