@@ -88,6 +88,8 @@ const CreateGrace = 5 * time.Minute
 func Decide(obj *v1alpha1.MagnumCluster, m Magnum, now time.Time) (Action, []string) {
 	if obj.DeletionTimestamp != nil {
 		switch {
+		case m.Cluster == nil && createPending(obj, now):
+			return Action{}, nil // a create may still show up: deleted then, not left behind
 		case m.Cluster == nil:
 			return Action{Kind: ActForget}, nil
 		case m.Cluster.Status == string(magnum.StatusDeleteInProgress):
@@ -102,8 +104,7 @@ func Decide(obj *v1alpha1.MagnumCluster, m Magnum, now time.Time) (Action, []str
 			}
 			return Action{}, []string{"cluster " + obj.Status.UUID + " is gone from Magnum; delete the object, or apply it again under a new name, to create another"}
 		}
-		if c := meta.FindStatusCondition(obj.Status.Conditions, ConditionReady); c != nil && c.Reason == ReasonCreateRequested &&
-			now.Sub(c.LastTransitionTime.Time) < CreateGrace {
+		if createPending(obj, now) {
 			return Action{}, nil
 		}
 		return Action{Kind: ActCreate, Why: "no cluster of this name in the project"}, nil
@@ -114,6 +115,13 @@ func Decide(obj *v1alpha1.MagnumCluster, m Magnum, now time.Time) (Action, []str
 		return Action{}, drift
 	}
 	return actions[0], drift
+}
+
+// createPending reports whether the object asked for a create that magnum-api does not show yet,
+// within CreateGrace.
+func createPending(obj *v1alpha1.MagnumCluster, now time.Time) bool {
+	c := meta.FindStatusCondition(obj.Status.Conditions, ConditionReady)
+	return c != nil && c.Reason == ReasonCreateRequested && now.Sub(c.LastTransitionTime.Time) < CreateGrace
 }
 
 // compare lists the drift and the actions that end it, in the order they are taken: the template
@@ -234,15 +242,16 @@ func StatusOf(obj *v1alpha1.MagnumCluster, m Magnum, drift []string, failReason,
 	switch {
 	case failReason != "":
 		ready.Reason, ready.Message = failReason, failMessage
-	case obj.DeletionTimestamp != nil:
-		ready.Reason, ready.Message = ReasonDeleting, "the cluster is being deleted in Magnum"
-	case m.Cluster == nil && obj.Status.UUID != "" && obj.Status.Status != "":
-		ready.Reason, ready.Message = ReasonGone, strings.Join(drift, "; ")
-	case m.Cluster == nil:
+	case m.Cluster == nil && obj.Status.UUID == "" || m.Cluster == nil && obj.Status.Status == "":
+		// Not (yet) in Magnum: a requested create stays on record, deleted or not, until it shows.
 		ready.Reason, ready.Message = ReasonCreating, "the cluster is being created in Magnum"
 		if c := meta.FindStatusCondition(obj.Status.Conditions, ConditionReady); c != nil && c.Reason == ReasonCreateRequested {
 			ready.Reason, ready.Message = c.Reason, c.Message
 		}
+	case obj.DeletionTimestamp != nil:
+		ready.Reason, ready.Message = ReasonDeleting, "the cluster is being deleted in Magnum"
+	case m.Cluster == nil:
+		ready.Reason, ready.Message = ReasonGone, strings.Join(drift, "; ")
 	default:
 		status := magnum.ClusterStatus(m.Cluster.Status)
 		ready.Reason, ready.Message = conditionReason(m.Cluster.Status), m.Cluster.StatusReason

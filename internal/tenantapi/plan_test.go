@@ -109,6 +109,9 @@ func TestDecide(t *testing.T) {
 			want: Action{Kind: ActDelete, Why: "the object is being deleted"}},
 		{name: "deleting, delete running: wait", obj: object(deleting), magnum: magnumCluster("DELETE_IN_PROGRESS", 2)},
 		{name: "deleting, gone: forget", obj: object(deleting), magnum: Magnum{}, want: Action{Kind: ActForget}},
+		{name: "deleting while a create may still show up: wait", obj: object(deleting, requested(time.Minute)), magnum: Magnum{}},
+		{name: "deleting, the create never showed: forget", obj: object(deleting, requested(CreateGrace+time.Second)), magnum: Magnum{},
+			want: Action{Kind: ActForget}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,6 +168,8 @@ func TestStatusOf(t *testing.T) {
 	assert.Equal(t, ReasonCreating, c.Reason)
 	c = ready(StatusOf(object(requested(time.Second)), Magnum{}, nil, "", ""))
 	assert.Equal(t, ReasonCreateRequested, c.Reason, "kept until Magnum shows the cluster")
+	c = ready(StatusOf(object(requested(time.Second), func(o *v1alpha1.MagnumCluster) { o.DeletionTimestamp = &metav1.Time{} }), Magnum{}, nil, "", ""))
+	assert.Equal(t, ReasonCreateRequested, c.Reason, "kept through a delete, which waits for it")
 	gone := object(func(o *v1alpha1.MagnumCluster) { o.Status.UUID, o.Status.Status = "c-0", "CREATE_COMPLETE" })
 	_, drift := Decide(gone, Magnum{}, now)
 	c = ready(StatusOf(gone, Magnum{}, drift, "", ""))
