@@ -183,6 +183,8 @@ func TestTenantAPIClusterObjects(t *testing.T) {
 		lag.Round(time.Millisecond))
 	c = waitNodeCount(t, cloudDemo, uuid, time.Minute, 2)
 	require.Equal(t, "UPDATE_COMPLETE", c.Status)
+	require.Eventually(t, func() bool { return len(workerMachines(t, c.StackID)) == 2 }, time.Minute, time.Second,
+		"2 worker Machines of %s in the management cluster", c.StackID)
 	o, err = e.get(name)
 	require.NoError(t, err)
 	require.Greater(t, o.Generation, before.Generation)
