@@ -34,13 +34,20 @@ type observedStore struct {
 	ops     *operations
 	now     func() time.Time
 	// changed, when set, hears of every write to a cluster's rows (the tenant API's objects follow
-	// Magnum from there, without polling magnum-api).
-	changed func(ctx context.Context, clusterUUID string)
+	// Magnum from there, without polling magnum-api); nodeGroup says the row was a node group's,
+	// which the status sync writes just before the cluster's own.
+	changed func(ctx context.Context, clusterUUID string, nodeGroup bool)
 }
 
 func (s *observedStore) wrote(ctx context.Context, clusterUUID string) {
 	if s.changed != nil {
-		s.changed(ctx, clusterUUID)
+		s.changed(ctx, clusterUUID, false)
+	}
+}
+
+func (s *observedStore) wroteNodeGroup(ctx context.Context, clusterUUID string) {
+	if s.changed != nil {
+		s.changed(ctx, clusterUUID, true)
 	}
 }
 
@@ -193,7 +200,7 @@ func (s *observedStore) DeleteCluster(ctx context.Context, uuid string) error {
 func (s *observedStore) CreateNodeGroup(ctx context.Context, ng *magnum.NodeGroup) (bool, error) {
 	created, err := s.Store.CreateNodeGroup(ctx, ng)
 	if err == nil {
-		s.wrote(ctx, ng.ClusterID.Or(""))
+		s.wroteNodeGroup(ctx, ng.ClusterID.Or(""))
 	}
 	return created, s.dbErr(ctx, err)
 }
@@ -206,7 +213,7 @@ func (s *observedStore) GetNodeGroup(ctx context.Context, clusterUUID, uuid stri
 func (s *observedStore) SaveNodeGroupChanges(ctx context.Context, ng *magnum.NodeGroup, onlyIfStatus ...magnum.ClusterStatus) error {
 	err := s.Store.SaveNodeGroupChanges(ctx, ng, onlyIfStatus...)
 	if err == nil {
-		s.wrote(ctx, ng.ClusterID.Or(""))
+		s.wroteNodeGroup(ctx, ng.ClusterID.Or(""))
 	}
 	return s.dbErr(ctx, err)
 }
@@ -214,7 +221,7 @@ func (s *observedStore) SaveNodeGroupChanges(ctx context.Context, ng *magnum.Nod
 func (s *observedStore) DeleteNodeGroup(ctx context.Context, clusterUUID, uuid string) error {
 	err := s.Store.DeleteNodeGroup(ctx, clusterUUID, uuid)
 	if err == nil {
-		s.wrote(ctx, clusterUUID)
+		s.wroteNodeGroup(ctx, clusterUUID)
 	}
 	return s.dbErr(ctx, err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
@@ -88,6 +89,8 @@ type Clients struct {
 // API is magnum-api as one project sees it.
 type API struct {
 	sc *gophercloud.ServiceClient
+	// templates caches the uuids of template names (templateSeen by ident).
+	templates sync.Map
 	// ProjectID is the credential's project.
 	ProjectID string
 }
@@ -156,39 +159,33 @@ func (c *Clients) Forget(key string) {
 }
 
 // Observe reads the object's cluster (by uuid once known, else by name), its node groups and the
-// uuid of the spec's template.
+// uuid of the spec's template. The reads run side by side: the status follows Magnum by as much as
+// they take.
 func (a *API) Observe(ctx context.Context, obj *v1alpha1.MagnumCluster) (Magnum, error) {
 	var m Magnum
-	t, err := clustertemplates.Get(ctx, a.sc, obj.Spec.ClusterTemplate).Extract()
+	var templateErr, groupsErr error
+	var groups []nodegroups.NodeGroup
+	var wg sync.WaitGroup
+	wg.Go(func() { m.TemplateID, templateErr = a.templateID(ctx, obj.Spec.ClusterTemplate) })
+	known := obj.Status.UUID
+	if known != "" {
+		wg.Go(func() { groups, groupsErr = a.nodeGroups(ctx, known) })
+	}
+	c, err := a.cluster(ctx, obj)
+	wg.Wait()
 	switch {
-	case err == nil:
-		m.TemplateID = t.UUID
-	case !gophercloud.ResponseCodeIs(err, http.StatusNotFound):
-		return m, a.err("get cluster template", obj.Spec.ClusterTemplate, err)
-	}
-	ident := obj.Status.UUID
-	if ident == "" {
-		ident = obj.Name
-	}
-	c, err := clusters.Get(ctx, a.sc, ident).Extract()
-	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) && ident != obj.Name {
-		// The uuid is gone; a cluster of the name may be there (a create the status did not record).
-		c, err = clusters.Get(ctx, a.sc, obj.Name).Extract()
-	}
-	switch {
+	case templateErr != nil:
+		return m, templateErr
 	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
 		return m, nil
 	case err != nil:
-		return m, a.err("get cluster", ident, err)
+		return m, err
 	}
 	m.Cluster = c
-	pages, err := nodegroups.List(a.sc, c.UUID, nil).AllPages(ctx)
-	if err != nil {
-		return m, a.err("list node groups of cluster", c.UUID, err)
-	}
-	groups, err := nodegroups.ExtractNodeGroups(pages)
-	if err != nil {
-		return m, err
+	if known == "" || c.UUID != known || groupsErr != nil {
+		if groups, err = a.nodeGroups(ctx, c.UUID); err != nil {
+			return m, err
+		}
 	}
 	// The list leaves out autoscaling bounds: read those of the node groups whose bounds the spec sets.
 	for i, g := range groups {
@@ -204,6 +201,56 @@ func (a *API) Observe(ctx context.Context, obj *v1alpha1.MagnumCluster) (Magnum,
 	}
 	m.NodeGroups = groups
 	return m, nil
+}
+
+// templateTTL is how long a template's uuid is reused: a name that comes to mean another template
+// is seen that much later.
+const templateTTL = 30 * time.Second
+
+type templateSeen struct {
+	uuid string
+	at   time.Time
+}
+
+// templateID is the uuid of the template ident names ("" when the project sees none).
+func (a *API) templateID(ctx context.Context, ident string) (string, error) {
+	if v, ok := a.templates.Load(ident); ok && time.Since(v.(templateSeen).at) < templateTTL {
+		return v.(templateSeen).uuid, nil
+	}
+	t, err := clustertemplates.Get(ctx, a.sc, ident).Extract()
+	switch {
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return "", nil
+	case err != nil:
+		return "", a.err("get cluster template", ident, err)
+	}
+	a.templates.Store(ident, templateSeen{uuid: t.UUID, at: time.Now()})
+	return t.UUID, nil
+}
+
+// cluster reads the object's cluster; a 404 error when the project has none of its uuid or name.
+func (a *API) cluster(ctx context.Context, obj *v1alpha1.MagnumCluster) (*clusters.Cluster, error) {
+	ident := obj.Status.UUID
+	if ident == "" {
+		ident = obj.Name
+	}
+	c, err := clusters.Get(ctx, a.sc, ident).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) && ident != obj.Name {
+		// The uuid is gone; a cluster of the name may be there (a create the status did not record).
+		c, err = clusters.Get(ctx, a.sc, obj.Name).Extract()
+	}
+	if err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return nil, a.err("get cluster", ident, err)
+	}
+	return c, err
+}
+
+func (a *API) nodeGroups(ctx context.Context, clusterUUID string) ([]nodegroups.NodeGroup, error) {
+	pages, err := nodegroups.List(a.sc, clusterUUID, nil).AllPages(ctx)
+	if err != nil {
+		return nil, a.err("list node groups of cluster", clusterUUID, err)
+	}
+	return nodegroups.ExtractNodeGroups(pages)
 }
 
 // Do makes the action's request; for a create it returns the new cluster's uuid.

@@ -75,12 +75,25 @@ func (r *Reconciler) Setup(ctx context.Context, mgr manager.Manager) error {
 		Complete(r)
 }
 
-// Kick asks for the objects of a Magnum cluster to be reconciled now: the bridge has just written
-// its row, so the object's status follows Magnum without polling it.
-func (r *Reconciler) Kick(ctx context.Context, clusterUUID string) {
+// Kick asks for the objects of a Magnum cluster to be reconciled: the bridge has just written its
+// row, so the object's status follows Magnum without polling it. A node group's row is written
+// just before its cluster's: that kick waits a moment, so the reconcile that shows the cluster's
+// write is not queued behind one that ran before it.
+func (r *Reconciler) Kick(ctx context.Context, clusterUUID string, nodeGroup bool) {
 	if r == nil || r.kicks == nil || clusterUUID == "" {
 		return
 	}
+	if nodeGroup {
+		time.AfterFunc(nodeGroupKickDelay, func() { r.kick(context.WithoutCancel(ctx), clusterUUID) })
+		return
+	}
+	r.kick(ctx, clusterUUID)
+}
+
+// nodeGroupKickDelay is how long a node group's kick waits for its cluster's.
+const nodeGroupKickDelay = 500 * time.Millisecond
+
+func (r *Reconciler) kick(ctx context.Context, clusterUUID string) {
 	var list v1alpha1.MagnumClusterList
 	if err := r.Cache.List(ctx, &list, client.MatchingFields{uuidIndex: clusterUUID}); err != nil {
 		return // the cache is not started (not the leader) or not synced: the resync covers it
