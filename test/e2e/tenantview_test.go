@@ -306,7 +306,7 @@ func TestDiscoveryDocument(t *testing.T) {
 	require.Contains(t, string(raw), `"namespace_rule":"magnum-\u003ckeystone project id\u003e"`)
 	require.Contains(t, string(raw), `"server":"`+mgmtServer+`"`)
 	// The tenant API next to it (docs/tenant-api.md): a client finds group, version and kind here.
-	require.Contains(t, string(raw), `{"group":"coe.magnum.openstack.org","version":"v1alpha1","kind":"MagnumCluster","resource":"magnumclusters"`)
+	require.Contains(t, string(raw), `"apis":[{"group":"coe.magnum.openstack.org","kind":"MagnumCluster","namespace":"magnum-\u003ckeystone project id\u003e","resource":"magnumclusters","version":"v1alpha1"}]`)
 	require.NotEmpty(t, d.Regions)
 	require.NotEmpty(t, d.Labels)
 
