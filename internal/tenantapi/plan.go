@@ -217,9 +217,19 @@ func owned(obj *v1alpha1.MagnumCluster, name string) bool {
 	return slices.ContainsFunc(obj.Status.NodeGroups, func(g v1alpha1.NodeGroupStatus) bool { return g.Name == name && g.Owned })
 }
 
-// StatusOf is the object's status for what magnum-api shows, the drift Decide found and, when the
-// last reconcile failed, its reason and message (a rejected credential, a refused request).
-func StatusOf(obj *v1alpha1.MagnumCluster, m Magnum, drift []string, failReason, failMessage string) v1alpha1.MagnumClusterStatus {
+// KnownStatus is the status when a reconcile could not read Magnum or was refused (a missing or
+// rejected credential, a refused request), or has just asked for a create: what was last known of
+// the cluster, with Ready False for reason.
+func KnownStatus(obj *v1alpha1.MagnumCluster, reason, message string) v1alpha1.MagnumClusterStatus {
+	st := *obj.Status.DeepCopy()
+	st.ObservedGeneration = obj.Generation
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse,
+		ObservedGeneration: obj.Generation, Reason: reason, Message: message})
+	return st
+}
+
+// StatusOf is the object's status for what magnum-api shows and the drift Decide found.
+func StatusOf(obj *v1alpha1.MagnumCluster, m Magnum, drift []string) v1alpha1.MagnumClusterStatus {
 	st := v1alpha1.MagnumClusterStatus{
 		ObservedGeneration: obj.Generation,
 		Conditions:         slices.Clone(obj.Status.Conditions),
@@ -240,8 +250,6 @@ func StatusOf(obj *v1alpha1.MagnumCluster, m Magnum, drift []string, failReason,
 	}
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: obj.Generation}
 	switch {
-	case failReason != "":
-		ready.Reason, ready.Message = failReason, failMessage
 	case m.Cluster == nil && obj.Status.UUID == "" || m.Cluster == nil && obj.Status.Status == "":
 		// Not (yet) in Magnum: a requested create stays on record, deleted or not, until it shows.
 		ready.Reason, ready.Message = ReasonCreating, "the cluster is being created in Magnum"

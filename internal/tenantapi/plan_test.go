@@ -1,6 +1,7 @@
 package tenantapi
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestStatusOf(t *testing.T) {
 	obj := object(func(o *v1alpha1.MagnumCluster) {
 		o.Spec.NodeGroups = []v1alpha1.NodeGroupSpec{{Name: "gpu", NodeCount: 1}}
 	})
-	st := StatusOf(obj, m, nil, "", "")
+	st := StatusOf(obj, m, nil)
 	assert.Equal(t, "c-1", st.UUID)
 	assert.Equal(t, int64(3), st.ObservedGeneration)
 	assert.Equal(t, int32(2), st.NodeCount)
@@ -146,40 +147,45 @@ func TestStatusOf(t *testing.T) {
 	assert.Equal(t, "CREATE_COMPLETE", c.Reason)
 	assert.Equal(t, int64(3), c.ObservedGeneration)
 
-	drifting := StatusOf(obj, m, []string{"nodeCount: 3 in Magnum, 2 in the spec"}, "", "")
+	drifting := StatusOf(obj, m, []string{"nodeCount: 3 in Magnum, 2 in the spec"})
 	assert.Equal(t, metav1.ConditionFalse, ready(drifting).Status)
 	assert.Equal(t, ReasonDrift, ready(drifting).Reason)
 	assert.Contains(t, ready(drifting).Message, "nodeCount: 3 in Magnum, 2 in the spec")
 
-	foreign := StatusOf(obj, m, []string{"nodeGroups[x]: in Magnum, not in the spec; left alone (list it to manage it)"}, "", "")
+	foreign := StatusOf(obj, m, []string{"nodeGroups[x]: in Magnum, not in the spec; left alone (list it to manage it)"})
 	assert.Equal(t, metav1.ConditionTrue, ready(foreign).Status, "a node group the object does not own keeps it Ready")
 
 	failed := magnumCluster("CREATE_FAILED", 2)
 	failed.Cluster.StatusReason = "Nova: quota exceeded"
-	c = ready(StatusOf(object(), failed, nil, "", ""))
+	c = ready(StatusOf(object(), failed, nil))
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "CREATE_FAILED", c.Reason)
 	assert.Equal(t, "Nova: quota exceeded", c.Message)
 
-	c = ready(StatusOf(object(), Magnum{}, nil, ReasonCredentialRejected, "keystone: authenticate: 401 Unauthorized"))
+	c = ready(KnownStatus(object(), ReasonCredentialRejected, "keystone: authenticate: 401 Unauthorized"))
 	assert.Equal(t, ReasonCredentialRejected, c.Reason)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
-	c = ready(StatusOf(object(), Magnum{}, nil, "", ""))
+	known := object(func(o *v1alpha1.MagnumCluster) { o.Status = st })
+	rejected := KnownStatus(known, ReasonCredentialRejected, "revoked")
+	assert.Equal(t, "c-1", rejected.UUID, "what was last known of the cluster stays")
+	assert.Equal(t, int32(2), rejected.NodeCount)
+	assert.Equal(t, ReasonCredentialRejected, ready(rejected).Reason)
+	c = ready(StatusOf(object(), Magnum{}, nil))
 	assert.Equal(t, ReasonCreating, c.Reason)
-	c = ready(StatusOf(object(requested(time.Second)), Magnum{}, nil, "", ""))
+	c = ready(StatusOf(object(requested(time.Second)), Magnum{}, nil))
 	assert.Equal(t, ReasonCreateRequested, c.Reason, "kept until Magnum shows the cluster")
-	c = ready(StatusOf(object(requested(time.Second), func(o *v1alpha1.MagnumCluster) { o.DeletionTimestamp = &metav1.Time{} }), Magnum{}, nil, "", ""))
+	c = ready(StatusOf(object(requested(time.Second), func(o *v1alpha1.MagnumCluster) { o.DeletionTimestamp = &metav1.Time{} }), Magnum{}, nil))
 	assert.Equal(t, ReasonCreateRequested, c.Reason, "kept through a delete, which waits for it")
 	gone := object(func(o *v1alpha1.MagnumCluster) { o.Status.UUID, o.Status.Status = "c-0", "CREATE_COMPLETE" })
 	_, drift := Decide(gone, Magnum{}, now)
-	c = ready(StatusOf(gone, Magnum{}, drift, "", ""))
+	c = ready(StatusOf(gone, Magnum{}, drift))
 	assert.Equal(t, ReasonGone, c.Reason)
 	assert.Contains(t, c.Message, "cluster c-0 is gone from Magnum")
 
 	// The transition time stays while the condition does not change.
-	before := StatusOf(obj, m, nil, "", "")
+	before := StatusOf(obj, m, nil)
 	obj.Status = before
-	again := StatusOf(obj, m, nil, "", "")
+	again := StatusOf(obj, m, nil)
 	assert.Equal(t, ready(before).LastTransitionTime, ready(again).LastTransitionTime)
 }
 
@@ -205,4 +211,11 @@ func TestCredentialFromCloudsYAML(t *testing.T) {
 	assert.ErrorContains(t, err, "no application_credential_id")
 	_, err = CredentialFromCloudsYAML([]byte("\t: ["), "openstack")
 	assert.ErrorContains(t, err, "does not parse")
+}
+
+func TestReasonOf(t *testing.T) {
+	assert.Equal(t, ReasonCredentialRejected, reasonOf(&AuthError{Message: "401"}))
+	assert.Equal(t, ReasonCredentialMissing, reasonOf(fmt.Errorf("%w: no Secret", errCredential)))
+	assert.Equal(t, ReasonMagnumRefused, reasonOf(fmt.Errorf("create: %w", &RefusedError{Status: 403, Message: "quota"})))
+	assert.Equal(t, ReasonMagnumUnreachable, reasonOf(errors.New("connection refused")))
 }

@@ -147,20 +147,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	api, key, err := r.api(ctx, &obj)
 	if err != nil {
-		reason := ReasonCredentialMissing
-		var auth *AuthError
-		switch {
-		case errors.As(err, &auth):
-			reason = ReasonCredentialRejected
-		case !errors.Is(err, errCredential):
-			reason = ReasonMagnumUnreachable
-		}
+		reason := reasonOf(err)
 		if obj.DeletionTimestamp != nil && obj.Status.UUID == "" && reason != ReasonMagnumUnreachable {
 			// Nothing was ever created with it: nothing to wait for.
 			return reconcile.Result{}, r.forget(ctx, &obj)
 		}
 		log.Info("cannot act for the object", "reason", reason, "error", err)
-		if perr := r.patchStatus(ctx, &obj, StatusOf(&obj, Magnum{}, obj.Status.Drift, reason, err.Error())); perr != nil {
+		if perr := r.patchStatus(ctx, &obj, KnownStatus(&obj, reason, err.Error())); perr != nil {
 			return reconcile.Result{}, perr
 		}
 		return reconcile.Result{RequeueAfter: retryCredential}, nil
@@ -183,7 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		log.Info("asking magnum-api", "action", string(act.Kind), "nodegroup", act.NodeGroup, "why", act.Why)
 		if act.Kind == ActCreate {
 			// Recorded first: a create whose answer is lost (a restart) is not requested again at once.
-			st := StatusOf(&obj, m, drift, ReasonCreateRequested, "create requested from magnum-api at "+time.Now().UTC().Format(time.RFC3339))
+			st := KnownStatus(&obj, ReasonCreateRequested, "create requested from magnum-api at "+time.Now().UTC().Format(time.RFC3339))
 			if err := r.patchStatus(ctx, &obj, st); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -212,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			_, drift = Decide(view, m, time.Now())
 		}
 	}
-	if err := r.patchStatus(ctx, &obj, StatusOf(view, m, drift, "", "")); err != nil {
+	if err := r.patchStatus(ctx, &obj, StatusOf(view, m, drift)); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: Resync}, nil
@@ -221,22 +214,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // failed records a refused or failed request in the status; refusals wait for the tenant (or the
 // resync), other errors are retried with the queue's backoff.
 func (r *Reconciler) failed(ctx context.Context, log *slog.Logger, obj *v1alpha1.MagnumCluster, key string, err error) (reconcile.Result, error) {
-	reason := ReasonMagnumUnreachable
-	var auth *AuthError
-	var refused *RefusedError
-	switch {
-	case errors.As(err, &auth):
-		reason = ReasonCredentialRejected
+	reason := reasonOf(err)
+	if reason == ReasonCredentialRejected {
 		r.Clients.Forget(key)
-	case errors.As(err, &refused):
-		reason = ReasonMagnumRefused
 	}
 	log.Info("magnum-api did not do what the object asks", "reason", reason, "error", err)
-	st := StatusOf(obj, Magnum{}, obj.Status.Drift, reason, err.Error())
-	// Keep what was last known of the cluster.
-	st.UUID, st.Status, st.StatusReason, st.NodeCount, st.NodeGroups = obj.Status.UUID, obj.Status.Status, obj.Status.StatusReason, obj.Status.NodeCount, obj.Status.NodeGroups
-	st.APIAddress, st.COEVersion, st.HealthStatus, st.MasterCount, st.ClusterTemplateID = obj.Status.APIAddress, obj.Status.COEVersion, obj.Status.HealthStatus, obj.Status.MasterCount, obj.Status.ClusterTemplateID
-	if perr := r.patchStatus(ctx, obj, st); perr != nil {
+	if perr := r.patchStatus(ctx, obj, KnownStatus(obj, reason, err.Error())); perr != nil {
 		return reconcile.Result{}, perr
 	}
 	if reason == ReasonMagnumUnreachable {
@@ -246,6 +229,21 @@ func (r *Reconciler) failed(ctx context.Context, log *slog.Logger, obj *v1alpha1
 }
 
 var errCredential = errors.New("credential")
+
+// reasonOf is the Ready reason of a reconcile that failed with err.
+func reasonOf(err error) string {
+	var auth *AuthError
+	var refused *RefusedError
+	switch {
+	case errors.As(err, &auth):
+		return ReasonCredentialRejected
+	case errors.Is(err, errCredential):
+		return ReasonCredentialMissing
+	case errors.As(err, &refused):
+		return ReasonMagnumRefused
+	}
+	return ReasonMagnumUnreachable
+}
 
 // api is magnum-api with the object's credential, and the credential's cache key.
 func (r *Reconciler) api(ctx context.Context, obj *v1alpha1.MagnumCluster) (*API, string, error) {
